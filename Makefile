@@ -1,0 +1,73 @@
+# Onceflow developer entry points. Target names are stable: CI, docs and other
+# scripts call them. Services run on loopback; state lives in .onceflow/, downloads
+# and builds in ~/.cache/onceflow, ~/.m2 and Go's caches.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install kafka-up kafka-down k8s-build k8s-up k8s-down spark-jars postgres-up postgres-down \
+        testbed-deps lint typecheck imports check test demo clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+kafka-up: install
+	@bash scripts/kafka.sh up
+kafka-down:
+	@bash scripts/kafka.sh down
+
+k8s-build:
+	@bash scripts/k8s-build.sh
+k8s-up:
+	@bash scripts/k8s.sh up
+k8s-down:
+	@bash scripts/k8s.sh down
+
+spark-jars: install
+	@bash scripts/spark-jars.sh
+
+postgres-up:
+	@bash scripts/postgres.sh up
+postgres-down:
+	@bash scripts/postgres.sh down
+
+# Everything the suite needs on disk; the services themselves are started by the
+# pytest fixtures (and stopped again if the fixtures started them).
+testbed-deps: install
+	@bash scripts/kafka.sh libs >/dev/null
+	@bash scripts/spark-jars.sh >/dev/null
+	@bash scripts/k8s.sh bin >/dev/null
+
+lint: install
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+
+typecheck: install
+	$(BIN)/mypy
+
+imports: install
+	$(BIN)/lint-imports
+
+check: lint typecheck
+
+# pytest exits 5 when it collected nothing: a suite that runs no test is broken.
+test: testbed-deps check
+	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+demo: install
+	@bash scripts/demo.sh
+
+clean:
+	-bash scripts/kafka.sh down
+	-bash scripts/k8s.sh down
+	-bash scripts/postgres.sh down
+	rm -rf .onceflow

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# k8s.sh up|down|bin — etcd + kube-apiserver on loopback, the API half of a cluster.
+# There is no scheduler, controller-manager or kubelet: pods stay Pending unless the
+# test harness runs them, and owned objects are not garbage-collected. CRDs, status
+# subresources, finalizers, RBAC, watches and admission webhooks are all real.
+source "$(dirname "$0")/lib.sh"
+K8S_VERSION="${K8S_VERSION:-1.34.4}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+K8S_PORT="${K8S_PORT:-16443}"
+ETCD_PORT="${ETCD_PORT:-12379}"
+BIN="$ONCEFLOW_CACHE/k8s/v$K8S_VERSION-etcd$ETCD_VERSION"
+DIR="$ONCEFLOW_STATE/k8s"
+KUBECONFIG_OUT="$ONCEFLOW_STATE/kubeconfig"
+
+ensure_binaries() {
+  [[ -x "$BIN/kube-apiserver" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]] && return 0
+  K8S_VERSION="$K8S_VERSION" ETCD_VERSION="$ETCD_VERSION" bash "$ONCEFLOW_ROOT/scripts/k8s-build.sh" >/dev/null
+}
+
+write_pki() {
+  local pki="$DIR/pki"
+  [[ -f "$pki/serving.crt" ]] && return 0
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=onceflow-testbed-ca" \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$pki/serving.key" -out "$pki/serving.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >"$pki/san.ext"
+  openssl x509 -req -in "$pki/serving.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$pki/san.ext" -out "$pki/serving.crt" 2>/dev/null
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  printf '%s,admin,admin-uid,system:masters\n' "$(openssl rand -hex 16)" >"$pki/tokens.csv"
+}
+
+write_kubeconfig() {
+  local token; token="$(cut -d, -f1 "$DIR/pki/tokens.csv")"
+  cat >"$KUBECONFIG_OUT" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: onceflow-testbed
+  cluster:
+    server: https://127.0.0.1:$K8S_PORT
+    certificate-authority-data: $(base64 -w0 "$DIR/pki/ca.crt")
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: onceflow-testbed
+  context: {cluster: onceflow-testbed, user: admin, namespace: default}
+current-context: onceflow-testbed
+KC
+}
+
+apiserver_ready() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz; }
+etcd_ready() { curl -sf "http://127.0.0.1:$ETCD_PORT/health"; }
+
+start_etcd() {
+  pid_alive "$DIR/etcd.pid" && etcd_ready && return 0
+  stop_pidfile "$DIR/etcd.pid" etcd
+  log "starting etcd on 127.0.0.1:$ETCD_PORT"
+  setsid "$BIN/etcd" --name testbed --data-dir "$DIR/etcd" --unsafe-no-fsync \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --initial-cluster "testbed=http://127.0.0.1:$((ETCD_PORT + 1))" \
+    --listen-metrics-urls "http://127.0.0.1:$((ETCD_PORT + 2))" \
+    >"$DIR/etcd.log" 2>&1 </dev/null &
+  echo $! >"$DIR/etcd.pid"
+  wait_for "etcd on $ETCD_PORT" 60 etcd_ready
+}
+
+start_apiserver() {
+  pid_alive "$DIR/apiserver.pid" && apiserver_ready && return 0
+  stop_pidfile "$DIR/apiserver.pid" kube-apiserver
+  log "starting kube-apiserver v$K8S_VERSION on https://127.0.0.1:$K8S_PORT"
+  # The service range is bookkeeping only: nothing routes to it on this machine.
+  setsid "$BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$K8S_PORT" \
+    --tls-cert-file "$DIR/pki/serving.crt" --tls-private-key-file "$DIR/pki/serving.key" \
+    --client-ca-file "$DIR/pki/ca.crt" \
+    --token-auth-file "$DIR/pki/tokens.csv" \
+    --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$DIR/pki/sa.pub" \
+    --service-account-signing-key-file "$DIR/pki/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/24 \
+    --disable-admission-plugins ServiceAccount \
+    --allow-privileged=true \
+    --cert-dir "$DIR/pki/generated" \
+    >"$DIR/apiserver.log" 2>&1 </dev/null &
+  echo $! >"$DIR/apiserver.pid"
+  if ! wait_for "kube-apiserver /readyz" 120 apiserver_ready; then
+    tail -30 "$DIR/apiserver.log" >&2; return 1
+  fi
+}
+
+up() {
+  ensure_binaries
+  mkdir -p "$DIR"
+  write_pki
+  write_kubeconfig
+  start_etcd
+  start_apiserver
+  log "kube-apiserver ready; KUBECONFIG=$KUBECONFIG_OUT"
+  echo "$KUBECONFIG_OUT"
+}
+
+down() {
+  stop_pidfile "$DIR/apiserver.pid" kube-apiserver
+  stop_pidfile "$DIR/etcd.pid" etcd
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  bin) ensure_binaries && echo "$BIN" ;;
+  status) pid_alive "$DIR/apiserver.pid" && apiserver_ready >/dev/null 2>&1 && echo "$KUBECONFIG_OUT" ;;
+  *) echo "usage: $0 up|down|status|bin" >&2; exit 2 ;;
+esac

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# kafka.sh up|down|libs — a real single-node Apache Kafka broker (KRaft) on loopback.
+# Jars come from Maven Central through scripts/maven/kafka-broker (cached per version);
+# data and logs live in .onceflow/kafka/. `up` is idempotent and returns only when an
+# AdminClient can list topics, so callers never race the broker.
+source "$(dirname "$0")/lib.sh"
+KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+LIBS="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/libs"
+DIR="$ONCEFLOW_STATE/kafka"
+PIDFILE="$DIR/broker.pid"
+PYTHON="${PYTHON:-$ONCEFLOW_ROOT/.venv/bin/python}"
+BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
+
+fetch_libs() {
+  [[ -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]] && return 0
+  log "resolving Kafka $KAFKA_VERSION jars from Maven Central"
+  local build="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/build"
+  mvn -q -B -f "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" package \
+    -Dkafka.version="$KAFKA_VERSION" -Dbuild.dir="$build" -Dlibs.dir="$LIBS.partial"
+  rm -rf "$LIBS" && mv "$LIBS.partial" "$LIBS"
+}
+
+write_config() {
+  mkdir -p "$DIR/data"
+  cat >"$DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
+log.dirs=$DIR/data
+num.partitions=1
+# One node: every internal topic must live with a single replica.
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+# Producers use transaction.timeout.ms <= 60 s; the broker must allow it.
+transaction.max.timeout.ms=900000
+# Abort timed-out transactions of dead producers within a few seconds, not the default 10 s.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
+auto.create.topics.enable=true
+PROPS
+  cat >"$DIR/log4j2.properties" <<PROPS
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = $DIR/broker.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = info
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+PROPS
+}
+
+java_cmd() {
+  java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$DIR/log4j2.properties" -cp "$LIBS/*" "$@"
+}
+
+broker_ready() {
+  "$PYTHON" - "$BOOTSTRAP" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient
+AdminClient({"bootstrap.servers": sys.argv[1], "socket.timeout.ms": 2000}).list_topics(timeout=2)
+PY
+}
+
+up() {
+  if pid_alive "$PIDFILE" && broker_ready; then
+    log "Kafka already running"; echo "$BOOTSTRAP"; return 0
+  fi
+  stop_pidfile "$PIDFILE" kafka
+  fetch_libs
+  write_config
+  if [[ ! -f "$DIR/data/meta.properties" ]]; then
+    local cluster_id; cluster_id="$(java_cmd kafka.tools.StorageTool random-uuid)"
+    java_cmd kafka.tools.StorageTool format --standalone --ignore-formatted \
+      -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log"
+  fi
+  log "starting Kafka $KAFKA_VERSION on $BOOTSTRAP"
+  # setsid: the broker must outlive the make/pytest process that started it.
+  setsid bash -c "exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile='$DIR/log4j2.properties' -cp '$LIBS/*' kafka.Kafka '$DIR/server.properties'" \
+    >"$DIR/stdout.log" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  if ! wait_for "Kafka on $BOOTSTRAP" 120 broker_ready; then
+    tail -30 "$DIR/broker.log" "$DIR/stdout.log" >&2 || true
+    return 1
+  fi
+  log "Kafka ready"
+  echo "$BOOTSTRAP"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) stop_pidfile "$PIDFILE" kafka ;;
+  libs) fetch_libs && echo "$LIBS" ;;
+  status) pid_alive "$PIDFILE" && broker_ready && echo "$BOOTSTRAP" ;;
+  *) echo "usage: $0 up|down|status|libs" >&2; exit 2 ;;
+esac

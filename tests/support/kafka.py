@@ -1,0 +1,48 @@
+"""Small helpers over confluent-kafka for tests: unique topics, draining a topic."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
+    """Creates a fresh topic so tests never see each other's records."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1)])
+    futures[name].result(timeout=30)
+    return name
+
+
+def consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+
+
+def drain(bootstrap: str, topic: str, isolation: str, quiet_s: float = 2.0) -> list[bytes]:
+    """Values readable at ``isolation`` once no record arrived for ``quiet_s`` seconds."""
+    c = consumer(bootstrap, isolation)
+    c.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < quiet_s:
+            msg = c.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            values.append(msg.value())
+            last = time.monotonic()
+    finally:
+        c.close()
+    return values

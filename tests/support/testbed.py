@@ -1,0 +1,76 @@
+"""Start or reuse the real services the suite runs against.
+
+Each service is driven through its ``scripts/<name>.sh`` (the same scripts behind
+``make kafka-up`` and friends), so a developer's running broker is reused and left
+alone, while a service this process had to start is stopped again at the end: the
+suite never leaves orphan processes behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ScriptedService:
+    """One test-bed service behind a script with ``up``, ``down`` and ``status``."""
+
+    script: str
+    started_here: bool = field(default=False, init=False)
+
+    def _run(self, action: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHON": sys.executable}
+        return subprocess.run(
+            ["bash", str(ROOT / "scripts" / self.script), action],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+
+    def ensure_up(self) -> str:
+        """Returns the service's address, starting the service if nothing answers."""
+        status = self._run("status")
+        if status.returncode == 0 and status.stdout.strip():
+            return status.stdout.strip().splitlines()[-1]
+        up = self._run("up")
+        if up.returncode != 0:
+            raise RuntimeError(f"{self.script} up failed:\n{up.stderr}\n{up.stdout}")
+        self.started_here = True
+        return up.stdout.strip().splitlines()[-1]
+
+    def release(self) -> None:
+        """Stops the service only if this process started it."""
+        if self.started_here and not os.environ.get("ONCEFLOW_KEEP_SERVICES"):
+            self._run("down")
+            self.started_here = False
+
+
+def spark_jars() -> list[str]:
+    """Paths of the spark-sql-kafka jars matching the installed pyspark."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "spark-jars.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        check=True,
+    )
+    libs = Path(out.stdout.strip().splitlines()[-1])
+    return sorted(str(p) for p in libs.glob("*.jar"))
+
+
+def kubectl_path() -> str:
+    """The kubectl built alongside the test-bed apiserver (same version, no skew)."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "k8s.sh"), "bin"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return str(Path(out.stdout.strip().splitlines()[-1]) / "kubectl")
