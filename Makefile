@@ -56,7 +56,7 @@ typecheck: install
 imports: install
 	$(BIN)/lint-imports
 
-check: lint typecheck
+check: lint typecheck imports
 
 # pytest exits 5 when it collected nothing: a suite that runs no test is broken.
 test: testbed-deps check

@@ -1,0 +1,148 @@
+"""The connector API, shaped after Kafka Connect's source API (and KIP-618's additions).
+
+A connector plans tasks; a task turns an external system into ``SourceRecord``s, each
+carrying the source partition and offset it came from. The runtime, not the task,
+decides when records and offsets become durable: tasks never track committed offsets
+themselves, they read them through the ``OffsetReader`` at start.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+SourcePartition = Mapping[str, Any]
+SourceOffset = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One record and the position in the source system it was read from."""
+
+    source_partition: SourcePartition
+    source_offset: SourceOffset
+    value: bytes | None
+    key: bytes | None = None
+    topic: str | None = None
+    """Destination topic; ``None`` means the source's ``spec.topic``."""
+    headers: Sequence[tuple[str, bytes]] = ()
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """A connector config error: ``field`` is the key under ``spec.connector.config``."""
+
+    field: str
+    message: str
+
+
+class OffsetReader(Protocol):
+    """Committed source offsets, as of the task's start (read to the end, committed only)."""
+
+    def offset(self, partition: SourcePartition) -> SourceOffset | None: ...
+
+
+class TransactionContext(Protocol):
+    """Lets a task define transaction boundaries (``transactionBoundary: connector``)."""
+
+    def commit_transaction(self) -> None:
+        """Commit after the records of the current ``poll()`` batch."""
+
+    def commit_transaction_after(self, record: SourceRecord) -> None:
+        """Commit right after ``record`` is written; later records open a new transaction."""
+
+    def abort_transaction(self) -> None:
+        """Abort after the current batch: its records are discarded, offsets not advanced."""
+
+    def abort_transaction_after(self, record: SourceRecord) -> None:
+        """Abort right after ``record``: the open transaction up to it is discarded."""
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What a task receives at start."""
+
+    task_id: int
+    config: Mapping[str, Any]
+    offsets: OffsetReader
+    transactions: TransactionContext | None = None
+    """Present only when the source's boundary is ``connector``."""
+
+
+class SourceTask(ABC):
+    """One unit of parallel work; owns a disjoint set of source partitions."""
+
+    def start(self, context: TaskContext) -> None:
+        """Prepare to poll; resume from ``context.offsets``."""
+        self.context = context
+
+    @abstractmethod
+    def poll(self) -> list[SourceRecord]:
+        """The next batch; an empty list when nothing is available right now."""
+
+    def commit_record(self, record: SourceRecord) -> None:
+        """Called once ``record`` is committed: release upstream resources, never track
+        offsets here (the runtime already stored them with the record)."""
+
+    def commit(self) -> None:
+        """Called after each successful commit of the runtime's transaction or flush."""
+
+    def stop(self) -> None:
+        """Release resources; called once, after the last poll."""
+
+
+class SourceConnector(ABC):
+    """Plans tasks for one connector instance and declares its exactly-once abilities."""
+
+    task_class: type[SourceTask]
+
+    def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
+        """Problems with ``config``; an empty list when it is usable."""
+        return []
+
+    @abstractmethod
+    def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
+        """At most ``max_tasks`` task configs splitting the work; deterministic for a
+        given input, since a change of output starts a new task generation."""
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
+        """True when the connector can resume exactly from a stored offset (KIP-618)."""
+        return False
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
+        """True when tasks may drive the ``TransactionContext``."""
+        return False
+
+
+@dataclass
+class TransactionRequest:
+    """A boundary a task asked for; filled by the runtime's TransactionContext."""
+
+    commit: bool
+    after: SourceRecord | None = None
+
+
+@dataclass
+class RecordingTransactionContext:
+    """The runtime's TransactionContext: it only records requests; the runner acts."""
+
+    requests: list[TransactionRequest] = field(default_factory=list)
+
+    def commit_transaction(self) -> None:
+        self.requests.append(TransactionRequest(commit=True))
+
+    def commit_transaction_after(self, record: SourceRecord) -> None:
+        self.requests.append(TransactionRequest(commit=True, after=record))
+
+    def abort_transaction(self) -> None:
+        self.requests.append(TransactionRequest(commit=False))
+
+    def abort_transaction_after(self, record: SourceRecord) -> None:
+        self.requests.append(TransactionRequest(commit=False, after=record))
+
+    def take(self) -> list[TransactionRequest]:
+        taken, self.requests = self.requests, []
+        return taken

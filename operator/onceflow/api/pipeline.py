@@ -1,0 +1,75 @@
+"""The Pipeline resource: shared Kafka settings and one exactly-once mode for a group
+of workloads, which the operator rolls out one gated step at a time."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+
+
+class ExactlyOnceMode(StrEnum):
+    """Delivery mode of a pipeline; rollouts walk it one step at a time, never jumping."""
+
+    DISABLED = "disabled"
+    PREPARING = "preparing"
+    ENABLED = "enabled"
+
+    @property
+    def transactional(self) -> bool:
+        """Only ``enabled`` producers use transactions (and so can be fenced)."""
+        return self is ExactlyOnceMode.ENABLED
+
+    @property
+    def reads_committed(self) -> bool:
+        """Consumers must read ``read_committed`` before any producer goes transactional."""
+        return self is not ExactlyOnceMode.DISABLED
+
+
+class KafkaConnection(ApiModel):
+    """How the pipeline's workloads reach Kafka."""
+
+    bootstrap_servers: str = Field(
+        min_length=1,
+        description="Comma-separated host:port list of the Kafka brokers.",
+    )
+    auth_secret_ref: LocalObjectReference | None = Field(
+        default=None,
+        description="Secret holding SASL/TLS client settings (librdkafka keys); never inline.",
+    )
+
+
+class PipelineSpec(ApiModel):
+    """Desired state of a pipeline."""
+
+    kafka: KafkaConnection = Field(description="Kafka connection shared by all workloads.")
+    exactly_once: ExactlyOnceMode = Field(
+        default=ExactlyOnceMode.DISABLED,
+        description="Desired end state: disabled | preparing | enabled. The operator "
+        "walks there one step at a time, gated on every workload being ready.",
+    )
+    transactional_id_prefix: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Prefix of every transactional.id of the pipeline. "
+        "Default: <namespace>.<pipeline>.",
+    )
+
+
+class Pipeline(ApiModel):
+    """A group of workloads sharing Kafka settings and one exactly-once mode."""
+
+    api_version: Literal["onceflow.io/v1alpha1"] = "onceflow.io/v1alpha1"
+    kind: Literal["Pipeline"] = "Pipeline"
+    metadata: ObjectMeta
+    spec: PipelineSpec
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        return self.spec.transactional_id_prefix or (
+            f"{self.metadata.namespace}.{self.metadata.name}"
+        )

@@ -1,0 +1,109 @@
+"""The KafkaSource resource: one connector instance split into tasks, each writing its
+records and their source offsets in one Kafka transaction (KIP-618)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, Self
+
+from pydantic import Field, model_validator
+
+from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+
+# Used when `interval` is chosen without a value: short enough for interactive
+# pipelines. Kafka Connect's default (offset.flush.interval.ms, 60 s) is a batch-era
+# number that would make every record wait up to a minute to become visible.
+DEFAULT_TRANSACTION_INTERVAL_MS = 1000
+
+
+class ExactlyOnceSupport(StrEnum):
+    """KIP-618's exactly.once.support: whether the connector must declare support."""
+
+    REQUESTED = "requested"
+    REQUIRED = "required"
+
+
+class TransactionBoundary(StrEnum):
+    """When a task commits its open transaction."""
+
+    POLL = "poll"
+    INTERVAL = "interval"
+    CONNECTOR = "connector"
+
+
+class ConnectorSpec(ApiModel):
+    """Which connector plugin runs and with what settings."""
+
+    type: str = Field(
+        min_length=1,
+        description="Built-in plugin name (e.g. sequence) or an entry point registered "
+        "in the onceflow.connectors group.",
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Connector settings; validated by the connector plugin.",
+    )
+    secret_ref: LocalObjectReference | None = Field(
+        default=None, description="Secret whose keys are merged into the connector config."
+    )
+
+
+class KafkaSourceSpec(ApiModel):
+    """Desired state of a source."""
+
+    pipeline: str = Field(min_length=1, description="Name of the Pipeline this source belongs to.")
+    connector: ConnectorSpec = Field(description="The connector plugin and its settings.")
+    topic: str = Field(
+        min_length=1, max_length=249, description="Kafka topic the records are written to."
+    )
+    tasks_max: int = Field(
+        default=1, ge=1, le=1000, description="Upper bound on the number of tasks."
+    )
+    exactly_once_support: ExactlyOnceSupport = Field(
+        default=ExactlyOnceSupport.REQUESTED,
+        description="required: refuse to run a connector that does not declare exactly-once "
+        "support for this config; requested: run it anyway.",
+    )
+    transaction_boundary: TransactionBoundary = Field(
+        default=TransactionBoundary.POLL,
+        description="poll: one transaction per poll() batch; interval: commit every "
+        "transactionBoundaryIntervalMs; connector: the connector decides.",
+    )
+    transaction_boundary_interval_ms: int | None = Field(
+        default=None,
+        ge=1,
+        description="Commit interval for transactionBoundary=interval "
+        f"(default {DEFAULT_TRANSACTION_INTERVAL_MS}). Only valid with interval.",
+    )
+    offsets_topic: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=249,
+        description="Compacted topic holding this source's offsets. "
+        "Default: <transactionalIdPrefix>-<source>-offsets.",
+    )
+
+    @model_validator(mode="after")
+    def _interval_only_with_interval_boundary(self) -> Self:
+        if (
+            self.transaction_boundary_interval_ms is not None
+            and self.transaction_boundary is not TransactionBoundary.INTERVAL
+        ):
+            raise ValueError(
+                "spec.transactionBoundaryIntervalMs is only valid with "
+                "transactionBoundary: interval; remove it or set the boundary to interval"
+            )
+        return self
+
+    @property
+    def transaction_interval_ms(self) -> int:
+        return self.transaction_boundary_interval_ms or DEFAULT_TRANSACTION_INTERVAL_MS
+
+
+class KafkaSource(ApiModel):
+    """A connector instance whose tasks write to Kafka exactly once."""
+
+    api_version: Literal["onceflow.io/v1alpha1"] = "onceflow.io/v1alpha1"
+    kind: Literal["KafkaSource"] = "KafkaSource"
+    metadata: ObjectMeta
+    spec: KafkaSourceSpec

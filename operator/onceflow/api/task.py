@@ -1,0 +1,66 @@
+"""What one task process is told: the contract between whoever plans a generation
+(the operator or ``onceflow run``) and the ``onceflow task`` process.
+
+It travels as JSON (a per-generation ConfigMap on Kubernetes, a file standalone), so
+it is versioned by the resource API version and validated on both ends.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from onceflow.api.base import ApiModel
+from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.source import TransactionBoundary
+
+
+class FileAuthority(ApiModel):
+    """Standalone: the generation lives in the state file ``onceflow run`` writes."""
+
+    kind: Literal["file"] = "file"
+    path: str = Field(description="Path of the standalone state file of the source.")
+
+
+class KubernetesAuthority(ApiModel):
+    """On a cluster: the generation is ``status.generation`` of the KafkaSource."""
+
+    kind: Literal["kubernetes"] = "kubernetes"
+    namespace: str
+    name: str
+
+
+GenerationAuthoritySpec = Annotated[
+    FileAuthority | KubernetesAuthority, Field(discriminator="kind")
+]
+
+
+class TaskSettings(ApiModel):
+    """Everything a task process needs; nothing is read from the environment."""
+
+    source: str = Field(description="Name of the KafkaSource.")
+    task_id: int = Field(ge=0)
+    generation: int = Field(ge=1, description="Task generation this config belongs to.")
+    mode: ExactlyOnceMode
+    bootstrap_servers: str
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict, description="Extra librdkafka settings (auth, TLS)."
+    )
+    topic: str
+    offsets_topic: str
+    transactional_id: str
+    connector_type: str
+    connector_config: dict[str, Any] = Field(default_factory=dict)
+    transaction_boundary: TransactionBoundary = TransactionBoundary.POLL
+    transaction_interval_ms: int = Field(default=1000, ge=1)
+    transaction_timeout_ms: int = Field(
+        default=60000,
+        ge=1000,
+        description="Broker aborts a transaction left open this long by a dead task.",
+    )
+    offset_flush_interval_ms: int = Field(
+        default=1000, ge=1, description="Offset flush cadence in non-transactional modes."
+    )
+    authority: GenerationAuthoritySpec
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="0 disables /metrics.")

@@ -1,0 +1,108 @@
+"""The reference connector: N logical streams each counting 1, 2, 3, ...
+
+Every record is ``{"stream": "s<i>", "seq": n}`` keyed by the stream name, so an audit
+of the output topic can prove exactly-once per key: each stream must read 1..limit,
+once each, in order. Offsets are ``{"seq": last emitted}`` per stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from onceflow.api.connector import (
+    ConfigProblem,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    TaskContext,
+)
+
+DEFAULTS: dict[str, Any] = {"streams": 1, "limit": None, "batchSize": 100, "padBytes": 0}
+
+
+def stream_name(index: int) -> str:
+    return f"s{index}"
+
+
+class SequenceTask(SourceTask):
+    """Emits the next ``batchSize`` numbers round-robin over its streams."""
+
+    def start(self, context: TaskContext) -> None:
+        super().start(context)
+        config = {**DEFAULTS, **context.config}
+        self.streams: list[str] = list(config["assigned"])
+        self.limit: int | None = config["limit"]
+        self.batch_size: int = config["batchSize"]
+        self.pad = "x" * int(config["padBytes"])
+        self.next_seq = {}
+        for stream in self.streams:
+            stored = context.offsets.offset({"stream": stream})
+            self.next_seq[stream] = int(stored["seq"]) + 1 if stored else 1
+
+    def poll(self) -> list[SourceRecord]:
+        records: list[SourceRecord] = []
+        live = [s for s in self.streams if self.limit is None or self.next_seq[s] <= self.limit]
+        while live and len(records) < self.batch_size:
+            for stream in list(live):
+                seq = self.next_seq[stream]
+                records.append(self._record(stream, seq))
+                self.next_seq[stream] = seq + 1
+                if self.limit is not None and seq >= self.limit:
+                    live.remove(stream)
+                if len(records) >= self.batch_size:
+                    break
+        return records
+
+    def _record(self, stream: str, seq: int) -> SourceRecord:
+        body: dict[str, Any] = {"stream": stream, "seq": seq}
+        if self.pad:
+            body["pad"] = self.pad
+        return SourceRecord(
+            source_partition={"stream": stream},
+            source_offset={"seq": seq},
+            key=stream.encode(),
+            value=json.dumps(body, separators=(",", ":")).encode(),
+        )
+
+
+class SequenceConnector(SourceConnector):
+    """Splits streams round-robin over tasks; resumes exactly, so declares EOS support."""
+
+    task_class = SequenceTask
+
+    def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
+        problems = [
+            ConfigProblem(key, "unknown setting; known: " + ", ".join(sorted(DEFAULTS)))
+            for key in config
+            if key not in DEFAULTS
+        ]
+        merged = {**DEFAULTS, **config}
+        for key, minimum in (("streams", 1), ("batchSize", 1), ("padBytes", 0)):
+            value = merged[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                problems.append(ConfigProblem(key, f"must be an integer >= {minimum}"))
+        limit = merged["limit"]
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
+        ):
+            problems.append(ConfigProblem("limit", "must be an integer >= 1, or omitted"))
+        return problems
+
+    def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
+        merged = {**DEFAULTS, **config}
+        count = min(max_tasks, merged["streams"])
+        return [
+            {
+                **merged,
+                "assigned": [stream_name(i) for i in range(merged["streams"]) if i % count == task],
+            }
+            for task in range(count)
+        ]
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
+        return True
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
+        return False

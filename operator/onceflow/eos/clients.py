@@ -1,0 +1,41 @@
+"""librdkafka client settings and error classification shared by every adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError
+
+# Codes meaning "another producer with this transactional.id took over".
+_FENCED_CODES = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+}
+
+
+ClientConfig = dict[str, str | int | float | bool]
+
+
+def client_config(bootstrap: str, extra: Mapping[str, str] | None = None) -> ClientConfig:
+    """Base settings plus the pipeline's auth/TLS keys (never logged)."""
+    return {"bootstrap.servers": bootstrap, **(extra or {})}
+
+
+def is_fenced(error: KafkaError) -> bool:
+    return error.code() in _FENCED_CODES
+
+
+def describe_access_error(error: KafkaError, what: str) -> str | None:
+    """A fix for authorization failures, which otherwise read as opaque codes."""
+    code = error.code()
+    if code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return (
+            f"{what}: not authorized; grant the principal WRITE and DESCRIBE on "
+            "TransactionalId resources with the pipeline's prefix (PREFIXED pattern)"
+        )
+    if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return f"{what}: not authorized; grant IDEMPOTENT_WRITE on the cluster (Kafka < 3.0)"
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return f"{what}: not authorized; grant WRITE/READ/DESCRIBE on the topic"
+    return None

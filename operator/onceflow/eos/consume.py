@@ -1,0 +1,82 @@
+"""Reading a topic to its end without reading past an open transaction.
+
+KIP-618's rule for offsets: take the end offsets first (read_uncommitted, so they
+include records of open transactions), then consume with ``read_committed`` until the
+position reaches them. A ``read_committed`` consumer stops at the last stable offset,
+so the loop waits out open transactions instead of ignoring their outcome.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from onceflow.eos.clients import client_config
+
+POLL_S = 0.2
+
+
+def end_offsets(
+    bootstrap: str, topic: str, extra: Mapping[str, str] | None = None, timeout_s: float = 30
+) -> dict[int, int]:
+    """High watermarks per partition, open transactions included."""
+    admin = AdminClient(client_config(bootstrap, extra))
+    metadata = admin.list_topics(topic, timeout=timeout_s)
+    described = metadata.topics[topic]
+    if described.error is not None:
+        raise LookupError(f"topic {topic!r}: {described.error.str()}")
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = {TopicPartition(topic, p): latest for p in described.partitions}
+    futures = admin.list_offsets(
+        request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s
+    )
+    return {tp.partition: f.result().offset for tp, f in futures.items()}
+
+
+def read_to_end(
+    bootstrap: str,
+    topic: str,
+    *,
+    extra: Mapping[str, str] | None = None,
+    isolation: str = "read_committed",
+    timeout_s: float = 120,
+) -> Iterator[Message]:
+    """Every record readable at ``isolation`` up to the end offsets taken at the start.
+
+    Raises TimeoutError naming the partitions still held back (an open transaction of
+    a live producer) when the end is not reached within ``timeout_s``.
+    """
+    ends = {p: end for p, end in end_offsets(bootstrap, topic, extra).items() if end > 0}
+    if not ends:
+        return
+    consumer = Consumer(
+        {
+            **client_config(bootstrap, extra),
+            "group.id": f"onceflow-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        deadline = time.monotonic() + timeout_s
+        remaining = dict(ends)
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"reading {topic!r} to its end took over {timeout_s:.0f}s: partitions "
+                    f"{sorted(remaining)} are held by an open transaction"
+                )
+            message = consumer.poll(POLL_S)
+            if message is not None and message.error() is None:
+                yield message
+            for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
+                if tp.offset >= remaining[tp.partition]:
+                    del remaining[tp.partition]
+    finally:
+        consumer.close()

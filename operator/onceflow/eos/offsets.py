@@ -1,0 +1,97 @@
+"""The source offsets store: a compacted Kafka topic in Kafka Connect's layout.
+
+Key ``["<source>", {partition}]``, value ``{offset}``, both canonical JSON so that
+compaction keeps exactly one entry per source partition. In ``enabled`` mode the
+offsets are written in the same transaction as their records, so they become visible
+if and only if the records do; they are read back ``read_committed`` to the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from onceflow.api.connector import SourceOffset, SourcePartition
+from onceflow.eos.clients import client_config
+from onceflow.eos.consume import read_to_end
+
+# Compaction keeps the store small; one partition keeps every source's offsets in one
+# ordered log, which is what a read-to-end needs. Replication uses the broker default.
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def offset_key(source: str, partition: SourcePartition) -> bytes:
+    return _canonical([source, dict(partition)])
+
+
+def offset_value(offset: SourceOffset) -> bytes:
+    return _canonical(dict(offset))
+
+
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    *,
+    partitions: int = 1,
+    config: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> None:
+    """Creates ``topic`` unless it exists; an existing topic is left as it is."""
+    admin = AdminClient(client_config(bootstrap, extra))
+    spec = NewTopic(topic, partitions, replication_factor=-1, config=dict(config or {}))
+    try:
+        admin.create_topics([spec])[topic].result(timeout=30)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def ensure_offsets_topic(
+    bootstrap: str, topic: str, extra: Mapping[str, str] | None = None
+) -> None:
+    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra)
+
+
+@dataclass(frozen=True)
+class StoredOffsets:
+    """Committed offsets of one source, keyed by canonical partition JSON."""
+
+    by_partition: Mapping[bytes, SourceOffset] = field(default_factory=dict)
+
+    def offset(self, partition: SourcePartition) -> SourceOffset | None:
+        return self.by_partition.get(_canonical(dict(partition)))
+
+
+def read_offsets(
+    bootstrap: str,
+    topic: str,
+    source: str,
+    *,
+    extra: Mapping[str, str] | None = None,
+    isolation: str = "read_committed",
+    timeout_s: float = 120,
+) -> StoredOffsets:
+    """The last committed offset of every partition of ``source``; tombstones delete."""
+    found: dict[bytes, SourceOffset] = {}
+    for message in read_to_end(
+        bootstrap, topic, extra=extra, isolation=isolation, timeout_s=timeout_s
+    ):
+        key = json.loads(message.key() or b"null")
+        if not (isinstance(key, list) and len(key) == 2 and key[0] == source):
+            continue
+        partition = _canonical(key[1])
+        value = message.value()
+        if value is None:
+            found.pop(partition, None)
+        else:
+            found[partition] = json.loads(value)
+    return StoredOffsets(found)

@@ -1,0 +1,261 @@
+"""Producers of a source task, as explicit state machines.
+
+``TransactionalWriter`` (``enabled``): records and offsets in one transaction.
+``IdempotentWriter`` (``disabled``/``preparing``): records first, offsets only after
+the records are acknowledged (at-least-once, classic Connect).
+
+Never abort after a commit timed out (KAFKA-17754): the outcome is unknown and an
+abort could race the commit. The writer retries the commit until its deadline and
+then raises ``CommitUncertainError``; the process exits so the next instance fences.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from onceflow.api.connector import SourceOffset, SourcePartition
+from onceflow.eos.clients import client_config, describe_access_error, is_fenced
+from onceflow.eos.offsets import offset_key, offset_value
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
+
+# A full local queue only needs the background thread to send; 0.1 s keeps latency low.
+QUEUE_FULL_WAIT_S = 0.1
+
+
+class ProducerFencedError(Exception):
+    """A newer producer with the same transactional.id initialised: this one is a zombie."""
+
+
+class TransactionAbortedError(Exception):
+    """The transaction could not commit and was aborted; nothing of it is visible."""
+
+
+class CommitUncertainError(Exception):
+    """Commit kept timing out: the outcome is unknown, so the producer must be abandoned."""
+
+
+class ProducerFailedError(Exception):
+    """A fatal producer error other than fencing (authorization, misconfiguration)."""
+
+
+class TxnState(StrEnum):
+    NEW = "new"
+    READY = "ready"
+    IN_TRANSACTION = "in-transaction"
+    FENCED = "fenced"
+    FAILED = "failed"
+
+
+def _kafka_error(error: KafkaException) -> KafkaError:
+    detail: KafkaError = error.args[0]
+    return detail
+
+
+class _ProducingWriter:
+    """Shared produce path: retries a full local queue instead of failing."""
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+
+    def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] = (),
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=list(headers) or None,
+                    timestamp=timestamp_ms or 0,  # 0: let the client stamp the time
+                    on_delivery=on_delivery,
+                )
+                return
+            except BufferError:
+                self.producer.poll(QUEUE_FULL_WAIT_S)
+
+
+class TransactionalWriter(_ProducingWriter):
+    """One transactional producer; every public method checks the state it needs."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        transactional_id: str,
+        *,
+        extra: Mapping[str, str] | None = None,
+        transaction_timeout_ms: int = 60000,
+    ) -> None:
+        super().__init__(
+            Producer(
+                {
+                    **client_config(bootstrap, extra),
+                    "transactional.id": transactional_id,
+                    "transaction.timeout.ms": transaction_timeout_ms,
+                    "linger.ms": 5,
+                }
+            )
+        )
+        self.transactional_id = transactional_id
+        self.state = TxnState.NEW
+
+    def _require(self, *states: TxnState) -> None:
+        if self.state not in states:
+            raise RuntimeError(f"transaction is {self.state}, expected one of {states}")
+
+    def _fail(self, error: KafkaException, what: str) -> Exception:
+        detail = _kafka_error(error)
+        if is_fenced(detail):
+            self.state = TxnState.FENCED
+            return ProducerFencedError(f"{self.transactional_id}: fenced during {what}")
+        if detail.fatal():
+            self.state = TxnState.FAILED
+            hint = describe_access_error(detail, self.transactional_id)
+            return ProducerFailedError(hint or f"{self.transactional_id}: {what}: {detail.str()}")
+        return error
+
+    def initialize(self, timeout_s: float = 60) -> None:
+        """Fences every earlier producer of this id and aborts its open transaction."""
+        self._require(TxnState.NEW)
+        try:
+            self.producer.init_transactions(timeout_s)
+        except KafkaException as error:
+            raise self._fail(error, "init_transactions") from error
+        self.state = TxnState.READY
+
+    def begin(self) -> None:
+        self._require(TxnState.READY)
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as error:
+            raise self._fail(error, "begin_transaction") from error
+        self.state = TxnState.IN_TRANSACTION
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        self._require(TxnState.IN_TRANSACTION)
+        try:
+            self._produce(topic, key, value, headers, timestamp_ms)
+        except KafkaException as error:
+            raise self._fail(error, "produce") from error
+
+    def send_offsets(
+        self, topic: str, source: str, offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]]
+    ) -> None:
+        """The offsets go into the open transaction: visible iff the records are."""
+        for partition, offset in offsets.values():
+            self.send(topic, offset_key(source, partition), offset_value(offset))
+
+    def commit(self, timeout_s: float = 30, give_up_after_s: float = 120) -> None:
+        """Commits, retrying a timed-out commit (never aborting it) until the deadline."""
+        self._require(TxnState.IN_TRANSACTION)
+        deadline = time.monotonic() + give_up_after_s
+        while True:
+            try:
+                self.producer.commit_transaction(timeout_s)
+                self.state = TxnState.READY
+                return
+            except KafkaException as error:
+                detail = _kafka_error(error)
+                if detail.retriable() and time.monotonic() < deadline:
+                    continue
+                if detail.retriable():
+                    self.state = TxnState.FAILED
+                    raise CommitUncertainError(
+                        f"{self.transactional_id}: commit outcome unknown after "
+                        f"{give_up_after_s:.0f}s; exiting so the next instance fences"
+                    ) from error
+                if detail.txn_requires_abort():
+                    # The commit failed definitively (not timed out), so aborting is safe.
+                    self.abort()
+                    raise TransactionAbortedError(
+                        f"{self.transactional_id}: transaction aborted: {detail.str()}"
+                    ) from error
+                raise self._fail(error, "commit_transaction") from error
+
+    def abort(self, timeout_s: float = 30) -> None:
+        """Discards the open transaction (connector request, or an abortable error)."""
+        self._require(TxnState.IN_TRANSACTION)
+        try:
+            self.producer.abort_transaction(timeout_s)
+        except KafkaException as error:
+            raise self._fail(error, "abort_transaction") from error
+        self.state = TxnState.READY
+
+    def close(self) -> None:
+        """Leaves an open transaction to the broker's timeout or the next initialiser."""
+        self.producer.flush(0)
+
+
+class IdempotentWriter(_ProducingWriter):
+    """Non-transactional producer; offsets are flushed only for acknowledged records."""
+
+    def __init__(self, bootstrap: str, *, extra: Mapping[str, str] | None = None) -> None:
+        super().__init__(
+            Producer(
+                {
+                    **client_config(bootstrap, extra),
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                }
+            )
+        )
+        self._acked: dict[bytes, tuple[SourcePartition, SourceOffset]] = {}
+        self._errors: list[KafkaError] = []
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: SourcePartition,
+        offset: SourceOffset,
+        source: str,
+        headers: Sequence[tuple[str, bytes]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        slot = offset_key(source, partition)
+
+        def on_delivery(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                self._errors.append(error)
+            else:
+                self._acked[slot] = (partition, offset)
+
+        self._produce(topic, key, value, headers, timestamp_ms, on_delivery)
+
+    def flush_offsets(self, offsets_topic: str, source: str, timeout_s: float = 30) -> int:
+        """Waits for the records, then writes offsets of the acknowledged ones.
+
+        Returns how many partitions' offsets were written."""
+        remaining = self.producer.flush(timeout_s)
+        if self._errors or remaining:
+            first = self._errors[0].str() if self._errors else f"{remaining} records unsent"
+            raise ProducerFailedError(f"records not acknowledged: {first}")
+        acked, self._acked = self._acked, {}
+        for partition, offset in acked.values():
+            self._produce(offsets_topic, offset_key(source, partition), offset_value(offset))
+        if self.producer.flush(timeout_s):
+            raise ProducerFailedError("offset records not acknowledged in time")
+        return len(acked)
+
+    def close(self) -> None:
+        self.producer.flush(10)

@@ -1,0 +1,111 @@
+"""Exactly-once audit of a keyed sequence: duplicates, gaps and order per key.
+
+The Debezium exactly-once test's check (seed 004), as a pure function: feed it
+``(key, seq)`` pairs in the order a ``read_committed`` consumer saw them. Every key
+must read 1..N once each, increasing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KeyAudit:
+    key: str
+    count: int
+    distinct: int
+    duplicates: int
+    order_violations: int
+    missing: tuple[tuple[int, int], ...]
+    """Inclusive ranges of numbers never seen between 1 and the expected end."""
+    highest: int
+
+    @property
+    def missing_count(self) -> int:
+        return sum(hi - lo + 1 for lo, hi in self.missing)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.order_violations or self.missing)
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    keys: tuple[KeyAudit, ...]
+    expect: int | None
+    unparsable: int
+
+    @property
+    def ok(self) -> bool:
+        return self.unparsable == 0 and all(k.ok for k in self.keys)
+
+    @property
+    def records(self) -> int:
+        return sum(k.count for k in self.keys)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(k.duplicates for k in self.keys)
+
+    @property
+    def missing(self) -> int:
+        return sum(k.missing_count for k in self.keys)
+
+    @property
+    def order_violations(self) -> int:
+        return sum(k.order_violations for k in self.keys)
+
+
+def _ranges(numbers: list[int]) -> tuple[tuple[int, int], ...]:
+    ranges: list[tuple[int, int]] = []
+    for n in numbers:
+        if ranges and ranges[-1][1] == n - 1:
+            ranges[-1] = (ranges[-1][0], n)
+        else:
+            ranges.append((n, n))
+    return tuple(ranges)
+
+
+def audit_key(key: str, sequence: list[int], expect: int | None) -> KeyAudit:
+    seen: set[int] = set()
+    duplicates = order_violations = 0
+    highest = 0
+    for seq in sequence:
+        if seq in seen:
+            duplicates += 1
+            continue
+        if seq < highest:
+            order_violations += 1
+        seen.add(seq)
+        highest = max(highest, seq)
+    end = expect if expect is not None else highest
+    missing = sorted(set(range(1, end + 1)) - seen)
+    return KeyAudit(
+        key=key,
+        count=len(sequence),
+        distinct=len(seen),
+        duplicates=duplicates,
+        order_violations=order_violations,
+        missing=_ranges(missing),
+        highest=highest,
+    )
+
+
+def audit_sequences(
+    pairs: Iterable[tuple[str, int]],
+    *,
+    expect: int | None = None,
+    expected_keys: Iterable[str] = (),
+    unparsable: int = 0,
+) -> AuditReport:
+    """Audits every key seen, plus ``expected_keys`` (a key never seen is all gap)."""
+    by_key: dict[str, list[int]] = {key: [] for key in expected_keys}
+    for key, seq in pairs:
+        by_key.setdefault(key, []).append(seq)
+    return AuditReport(
+        keys=tuple(audit_key(k, by_key[k], expect) for k in sorted(by_key)),
+        expect=expect,
+        unparsable=unparsable,
+    )

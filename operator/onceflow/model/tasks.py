@@ -1,0 +1,98 @@
+"""Desired task settings of a source generation, from its Pipeline and KafkaSource.
+
+Shared by the operator (it renders them into the generation's ConfigMap) and by
+``onceflow run`` (it writes them to files), so both run identical tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from onceflow.api.pipeline import Pipeline
+from onceflow.api.source import KafkaSource
+from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
+from onceflow.model.names import offsets_topic, task_transactional_id
+
+
+def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -> str:
+    """A digest of everything that, when changed, needs a new task generation."""
+    canonical = json.dumps(
+        {"tasks": list(task_configs), "settings": settings}, sort_keys=True, default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DesiredTasks:
+    """The task configs the connector planned, and the digest that names them."""
+
+    pipeline: Pipeline
+    source: KafkaSource
+    task_configs: tuple[Mapping[str, Any], ...]
+    bootstrap_servers: str
+
+    @property
+    def fingerprint(self) -> str:
+        spec = self.source.spec
+        return fingerprint(
+            self.task_configs,
+            mode=self.pipeline.spec.exactly_once.value,
+            bootstrap=self.bootstrap_servers,
+            prefix=self.pipeline.transactional_id_prefix,
+            connector=spec.connector.type,
+            topic=spec.topic,
+            offsets=offsets_topic(self.pipeline, self.source),
+            boundary=spec.transaction_boundary.value,
+            interval=spec.transaction_interval_ms,
+        )
+
+    @property
+    def task_count(self) -> int:
+        return len(self.task_configs)
+
+    def settings(
+        self,
+        generation: int,
+        authority: GenerationAuthoritySpec,
+        kafka_config: Mapping[str, str] | None = None,
+    ) -> list[TaskSettings]:
+        spec = self.source.spec
+        prefix = self.pipeline.transactional_id_prefix
+        name = self.source.metadata.name
+        return [
+            TaskSettings(
+                source=name,
+                task_id=task_id,
+                generation=generation,
+                mode=self.pipeline.spec.exactly_once,
+                bootstrap_servers=self.bootstrap_servers,
+                kafka_config=dict(kafka_config or {}),
+                topic=spec.topic,
+                offsets_topic=offsets_topic(self.pipeline, self.source),
+                transactional_id=task_transactional_id(prefix, name, task_id),
+                connector_type=spec.connector.type,
+                connector_config=dict(config),
+                transaction_boundary=spec.transaction_boundary,
+                transaction_interval_ms=spec.transaction_interval_ms,
+                authority=authority,
+            )
+            for task_id, config in enumerate(self.task_configs)
+        ]
+
+
+def desired_tasks(
+    pipeline: Pipeline,
+    source: KafkaSource,
+    task_configs: Sequence[Mapping[str, Any]],
+    bootstrap_override: str | None = None,
+) -> DesiredTasks:
+    return DesiredTasks(
+        pipeline,
+        source,
+        tuple(task_configs),
+        bootstrap_override or pipeline.spec.kafka.bootstrap_servers,
+    )

@@ -1,0 +1,79 @@
+"""``onceflow task``: the process a task pod (or ``onceflow run``) starts.
+
+stdout carries one JSON progress line per second at most, for whoever supervises the
+process; logs go to stderr. SIGTERM and SIGINT stop the task gracefully.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from onceflow.api.task import TaskSettings
+from onceflow.runtime.authority import authority_from
+from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.task import ExitCode, TaskRunner
+
+# Progress lines are for humans and dashboards; more than one a second is noise.
+PROGRESS_INTERVAL_S = 1.0
+
+
+class ThrottledPrinter:
+    """Prints the latest progress event at most once per interval; a background flush
+    makes sure the last event of a burst is printed too, not just the first."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_periodically, daemon=True)
+        self._flusher.start()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending = event
+
+    def _flush(self) -> None:
+        with self._lock:
+            event, self._pending = self._pending, None
+        if event is not None:
+            print(json.dumps(event, separators=(",", ":")), flush=True)
+
+    def _flush_periodically(self) -> None:
+        while not self._closed.wait(PROGRESS_INTERVAL_S):
+            self._flush()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._flush()
+
+
+def run_task_process(settings_path: str) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    settings = TaskSettings.model_validate_json(Path(settings_path).read_text())
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    printer = ThrottledPrinter()
+    runner = TaskRunner(
+        settings,
+        load_connector(settings.connector_type),
+        authority_from(settings.authority),
+        stop,
+        printer,
+    )
+    runner.metrics.serve(settings.metrics_port)
+    code = runner.run()
+    printer.close()
+    print(json.dumps({"event": "exit", "task": settings.task_id, "code": int(code)}), flush=True)
+    return int(code)
+
+
+__all__ = ["ExitCode", "run_task_process"]

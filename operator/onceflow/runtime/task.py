@@ -1,0 +1,311 @@
+"""The source task loop: poll the connector, write records (and their offsets) to
+Kafka, make them durable at each boundary, then tell the connector.
+
+``enabled``: records and offsets in one transaction per boundary; the task resumes
+from offsets read ``read_committed`` to the end, so after any crash it continues
+exactly where the committed data ends. ``disabled``/``preparing``: idempotent
+producer, offsets flushed after acknowledgement (at-least-once); ``preparing`` already
+reads offsets ``read_committed`` and obeys the generation check.
+
+Exit codes (``ExitCode``): 0 stopped on request or superseded by a newer generation,
+75 fenced while its generation is still current (restart and fence back), 1 error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from onceflow.api.connector import (
+    RecordingTransactionContext,
+    SourceConnector,
+    SourceOffset,
+    SourcePartition,
+    SourceRecord,
+    SourceTask,
+    TaskContext,
+    TransactionRequest,
+)
+from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.source import TransactionBoundary
+from onceflow.api.task import TaskSettings
+from onceflow.eos.offsets import StoredOffsets, ensure_offsets_topic, offset_key, read_offsets
+from onceflow.eos.writer import (
+    CommitUncertainError,
+    IdempotentWriter,
+    ProducerFailedError,
+    ProducerFencedError,
+    TransactionAbortedError,
+    TransactionalWriter,
+)
+from onceflow.runtime.authority import GenerationAuthority
+from onceflow.runtime.metrics import TaskMetrics
+
+log = logging.getLogger(__name__)
+
+# An idle connector is asked again this often; short enough that a new record waits
+# little, long enough that an idle task costs no CPU to speak of.
+IDLE_WAIT_S = 0.05
+
+
+class ExitCode(IntEnum):
+    STOPPED = 0
+    """Stopped on request, or superseded by a newer generation (wrote nothing)."""
+    ERROR = 1
+    FENCED = 75
+    """Fenced while its generation is current: a same-id successor runs; restart."""
+
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class PendingBatch:
+    """Records written since the last boundary, and the latest offset per partition."""
+
+    records: list[SourceRecord] = field(default_factory=list)
+    offsets: dict[bytes, tuple[SourcePartition, SourceOffset]] = field(default_factory=dict)
+    opened_at: float = 0.0
+
+    @property
+    def open(self) -> bool:
+        return bool(self.records)
+
+    def add(self, source: str, record: SourceRecord) -> None:
+        if not self.records:
+            self.opened_at = time.monotonic()
+        self.records.append(record)
+        key = offset_key(source, record.source_partition)
+        self.offsets[key] = (record.source_partition, record.source_offset)
+
+    def age_ms(self) -> float:
+        return (time.monotonic() - self.opened_at) * 1000 if self.records else 0.0
+
+
+class TaskRunner:
+    """Runs one task until stopped, superseded, fenced or failed."""
+
+    def __init__(
+        self,
+        settings: TaskSettings,
+        connector: SourceConnector,
+        authority: GenerationAuthority,
+        stop: threading.Event,
+        progress: Progress | None = None,
+    ) -> None:
+        self.settings = settings
+        self.connector = connector
+        self.authority = authority
+        self.stop = stop
+        self.progress = progress or (lambda _event: None)
+        self.metrics = TaskMetrics(settings.source, settings.task_id)
+        self.committed_offsets: dict[str, Any] = {}
+
+    # -- shared steps ---------------------------------------------------------------
+
+    def _superseded(self) -> bool:
+        current = self.authority.current_generation()
+        if current > self.settings.generation:
+            log.info(
+                "task %s: generation %s superseded by %s; exiting without writing",
+                self.settings.task_id,
+                self.settings.generation,
+                current,
+            )
+            return True
+        return False
+
+    def _start_task(
+        self, offsets: StoredOffsets, txn: RecordingTransactionContext | None
+    ) -> SourceTask:
+        task = self.connector.task_class()
+        task.start(
+            TaskContext(
+                task_id=self.settings.task_id,
+                config=self.settings.connector_config,
+                offsets=offsets,
+                transactions=txn,
+            )
+        )
+        return task
+
+    def _read_offsets(self, isolation: str) -> StoredOffsets:
+        s = self.settings
+        ensure_offsets_topic(s.bootstrap_servers, s.offsets_topic, s.kafka_config)
+        return read_offsets(
+            s.bootstrap_servers,
+            s.offsets_topic,
+            s.source,
+            extra=s.kafka_config,
+            isolation=isolation,
+        )
+
+    def _made_durable(self, task: SourceTask, batch: PendingBatch, seconds: float) -> None:
+        self.metrics.committed(len(batch.records), seconds)
+        for partition, offset in batch.offsets.values():
+            shown = "/".join(str(v) for v in partition.values())
+            values = list(offset.values())
+            self.committed_offsets[shown] = values[0] if len(values) == 1 else dict(offset)
+        for record in batch.records:
+            task.commit_record(record)
+        task.commit()
+        self.progress(
+            {
+                "event": "committed",
+                "task": self.settings.task_id,
+                "generation": self.settings.generation,
+                "records": self.metrics.records,
+                "transactions": self.metrics.transactions,
+                "offsets": self.committed_offsets,
+            }
+        )
+
+    def run(self) -> ExitCode:
+        try:
+            if self.settings.mode.transactional:
+                return self._run_transactional()
+            return self._run_idempotent()
+        except (ProducerFailedError, CommitUncertainError, TransactionAbortedError) as error:
+            log.error("task %s: %s", self.settings.task_id, error)
+            return ExitCode.ERROR
+
+    # -- enabled: transactions ------------------------------------------------------
+
+    def _run_transactional(self) -> ExitCode:
+        s = self.settings
+        writer = TransactionalWriter(
+            s.bootstrap_servers,
+            s.transactional_id,
+            extra=s.kafka_config,
+            transaction_timeout_ms=s.transaction_timeout_ms,
+        )
+        try:
+            writer.initialize()
+            if self._superseded():
+                return ExitCode.STOPPED
+            txn = (
+                RecordingTransactionContext()
+                if s.transaction_boundary is TransactionBoundary.CONNECTOR
+                else None
+            )
+            task = self._start_task(self._read_offsets("read_committed"), txn)
+            try:
+                self._transactional_loop(task, writer, txn)
+            finally:
+                task.stop()
+            return ExitCode.STOPPED
+        except ProducerFencedError as fenced:
+            self.metrics.fenced()
+            if self._superseded():
+                return ExitCode.STOPPED
+            log.warning("task %s: %s while current; exiting to fence back", s.task_id, fenced)
+            return ExitCode.FENCED
+        finally:
+            writer.close()
+
+    def _transactional_loop(
+        self, task: SourceTask, writer: TransactionalWriter, txn: RecordingTransactionContext | None
+    ) -> None:
+        s = self.settings
+        batch = PendingBatch()
+
+        def commit() -> None:
+            nonlocal batch
+            writer.send_offsets(s.offsets_topic, s.source, batch.offsets)
+            started = time.monotonic()
+            writer.commit()
+            self._made_durable(task, batch, time.monotonic() - started)
+            batch = PendingBatch()
+
+        def abort() -> None:
+            nonlocal batch
+            writer.abort()
+            self.metrics.aborted()
+            batch = PendingBatch()
+
+        def act(request: TransactionRequest) -> None:
+            if batch.open:
+                commit() if request.commit else abort()
+
+        while not self.stop.is_set():
+            records = task.poll()
+            requests = txn.take() if txn else []
+            after = {id(r.after): r for r in requests if r.after is not None}
+            for record in records:
+                if not batch.open:
+                    writer.begin()
+                writer.send(
+                    record.topic or s.topic,
+                    record.key,
+                    record.value,
+                    record.headers,
+                    record.timestamp_ms,
+                )
+                batch.add(s.source, record)
+                if id(record) in after:
+                    act(after[id(record)])
+            for request in requests:
+                if request.after is None:
+                    act(request)
+            boundary = s.transaction_boundary
+            if batch.open and (
+                boundary is TransactionBoundary.POLL
+                or (
+                    boundary is TransactionBoundary.INTERVAL
+                    and batch.age_ms() >= s.transaction_interval_ms
+                )
+            ):
+                commit()
+            if not records:
+                self.stop.wait(IDLE_WAIT_S)
+        if batch.open:
+            # Graceful stop finishes the open transaction: its records were polled and
+            # the connector may already have moved on from them.
+            commit()
+
+    # -- disabled / preparing: idempotent, offsets after acks -----------------------
+
+    def _run_idempotent(self) -> ExitCode:
+        s = self.settings
+        if s.mode is ExactlyOnceMode.PREPARING and self._superseded():
+            return ExitCode.STOPPED
+        isolation = "read_committed" if s.mode.reads_committed else "read_uncommitted"
+        writer = IdempotentWriter(s.bootstrap_servers, extra=s.kafka_config)
+        task = self._start_task(self._read_offsets(isolation), None)
+        batch = PendingBatch()
+        try:
+            last_flush = time.monotonic()
+            while True:
+                stopping = self.stop.is_set()
+                records = [] if stopping else task.poll()
+                for record in records:
+                    writer.send(
+                        record.topic or s.topic,
+                        record.key,
+                        record.value,
+                        record.source_partition,
+                        record.source_offset,
+                        s.source,
+                        record.headers,
+                        record.timestamp_ms,
+                    )
+                    batch.add(s.source, record)
+                due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
+                if batch.open and (due or stopping):
+                    started = time.monotonic()
+                    writer.flush_offsets(s.offsets_topic, s.source)
+                    self._made_durable(task, batch, time.monotonic() - started)
+                    batch = PendingBatch()
+                    last_flush = time.monotonic()
+                if stopping:
+                    return ExitCode.STOPPED
+                if not records:
+                    self.stop.wait(IDLE_WAIT_S)
+        finally:
+            task.stop()
+            writer.close()

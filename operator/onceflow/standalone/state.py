@@ -1,0 +1,37 @@
+"""Durable per-source state of ``onceflow run``: the generation record.
+
+Written atomically (temp file, fsync, rename) because it is both the supervisor's
+memory across restarts and the generation authority its task processes consult.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from onceflow.logic.generations import GenerationRecord
+
+
+def state_path(state_dir: Path, namespace: str, source: str) -> Path:
+    return state_dir / f"{namespace}.{source}.json"
+
+
+def load_record(path: Path) -> GenerationRecord | None:
+    if not path.exists():
+        return None
+    return GenerationRecord.from_json(json.loads(path.read_text()))
+
+
+def write_json_atomically(path: Path, payload: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    with temporary.open("w") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+def store_record(path: Path, record: GenerationRecord) -> None:
+    write_json_atomically(path, record.to_json())

@@ -1,0 +1,273 @@
+"""``onceflow run``: the operator's generation protocol on one machine, no Kubernetes.
+
+For each KafkaSource of the given manifests, in the same order as the operator:
+plan the generation from the durable record -> record the intent -> stop the old
+task processes (confirmed exited) -> fence the old transactional ids -> record the
+fenced generation -> start the new tasks. Manifest edits re-plan while running, and
+a restarted ``onceflow run`` finishes whatever step its predecessor was in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from onceflow.api import (
+    InvalidResourceError,
+    KafkaSource,
+    Pipeline,
+    parse_resources,
+)
+from onceflow.api.task import FileAuthority
+from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.logic.generations import GenerationAction, GenerationRecord, plan_generation
+from onceflow.logic.preflight import preflight_source
+from onceflow.model.tasks import DesiredTasks, desired_tasks
+from onceflow.runtime.plugins import UnknownConnectorError, load_connector
+from onceflow.standalone.children import TaskProcess
+from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
+
+log = logging.getLogger(__name__)
+
+# How often the loop looks at manifests and children: fast enough that a SIGKILLed
+# task restarts within a second, slow enough to be invisible in CPU use.
+TICK_S = 0.25
+PROGRESS_EVERY_S = 2.0
+FENCE_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def load_manifests(paths: Sequence[Path]) -> tuple[dict[str, Pipeline], list[KafkaSource]]:
+    documents: list[dict[str, object] | None] = []
+    for path in paths:
+        documents.extend(yaml.safe_load_all(path.read_text()))
+    resources = parse_resources(documents)
+    pipelines = {r.metadata.name: r for r in resources if isinstance(r, Pipeline)}
+    sources = [r for r in resources if isinstance(r, KafkaSource)]
+    return pipelines, sources
+
+
+def plan_sources(paths: Sequence[Path], bootstrap_override: str | None) -> list[DesiredTasks]:
+    """Validates every source before any task starts; all problems in one error."""
+    pipelines, sources = load_manifests(paths)
+    planned: list[DesiredTasks] = []
+    problems: list[str] = []
+    for source in sources:
+        label = f"KafkaSource {source.metadata.name!r}"
+        pipeline = pipelines.get(source.spec.pipeline)
+        if pipeline is None:
+            problems.append(
+                f"{label}: spec.pipeline: no Pipeline {source.spec.pipeline!r} in the "
+                f"manifests (found: {', '.join(sorted(pipelines)) or 'none'})"
+            )
+            continue
+        try:
+            connector = load_connector(source.spec.connector.type)
+        except UnknownConnectorError as error:
+            problems.append(f"{label}: {error}")
+            continue
+        found = preflight_source(source.spec, connector)
+        problems.extend(f"{label}: {path}: {message}" for path, message in found)
+        if not found:
+            configs = connector.task_configs(source.spec.connector.config, source.spec.tasks_max)
+            planned.append(desired_tasks(pipeline, source, configs, bootstrap_override))
+    if problems:
+        raise InvalidResourceError("manifests", [("", p) for p in problems])
+    if not planned:
+        raise InvalidResourceError("manifests", [("", "no KafkaSource to run")])
+    return planned
+
+
+@dataclass
+class SourceSupervisor:
+    """Runs one source's current generation and moves it to the next when asked."""
+
+    desired: DesiredTasks
+    state_dir: Path
+    say: Callable[[str], None]
+    tasks: dict[int, TaskProcess] = field(default_factory=dict)
+    fence_failures: int = 0
+    next_fence_attempt: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.desired.source.metadata.name
+
+    @property
+    def state_file(self) -> Path:
+        return state_path(self.state_dir, self.desired.source.metadata.namespace, self.name)
+
+    @property
+    def record(self) -> GenerationRecord | None:
+        return load_record(self.state_file)
+
+    def reconcile(self, now: float) -> None:
+        plan = plan_generation(
+            self.record,
+            prefix=self.desired.pipeline.transactional_id_prefix,
+            source=self.name,
+            task_count=self.desired.task_count,
+            mode=self.desired.pipeline.spec.exactly_once,
+            desired_fingerprint=self.desired.fingerprint,
+        )
+        if plan.action is GenerationAction.KEEP:
+            if not self.tasks:
+                self._start_generation(plan.record)
+            changed = False
+            for task in self.tasks.values():
+                line = task.supervise(now)
+                if line:
+                    changed = True
+                    self.say(f"{self.name} g{plan.record.generation}: {line}")
+            if changed:
+                self._write_pids()
+            return
+        if now < self.next_fence_attempt:
+            return
+        # Intent first: from here on, tasks of the old generation are superseded.
+        store_record(self.state_file, plan.record)
+        if plan.action is not GenerationAction.START_FIRST:
+            self.say(
+                f"{self.name}: generation {plan.record.generation} planned "
+                f"({plan.record.previous_task_count} -> {plan.record.task_count} tasks, "
+                f"mode {plan.record.mode}); stopping generation "
+                f"{plan.record.generation - 1}"
+            )
+        self.stop_tasks()
+        if plan.fence_ids:
+            report = fence_transactional_ids(
+                self.desired.bootstrap_servers, plan.fence_ids, timeout_s=30
+            )
+            if not report.ok:
+                delay = FENCE_RETRY_S[min(self.fence_failures, len(FENCE_RETRY_S) - 1)]
+                self.fence_failures += 1
+                self.next_fence_attempt = now + delay
+                self.say(f"{self.name}: {report.summary()}; retrying in {delay:.0f}s")
+                return
+            self.say(f"{self.name}: {report.summary()}: {', '.join(plan.fence_ids)}")
+        self.fence_failures = 0
+        fenced = plan.record.with_fenced()
+        store_record(self.state_file, fenced)
+        self._start_generation(fenced)
+
+    def _start_generation(self, record: GenerationRecord) -> None:
+        authority = FileAuthority(path=str(self.state_file.resolve()))
+        stem = self.state_file.with_suffix("")
+        self.tasks = {}
+        for settings in self.desired.settings(record.generation, authority):
+            path = Path(f"{stem}.g{record.generation}-{settings.task_id}.json")
+            write_json_atomically(path, settings.to_wire())
+            task = TaskProcess(settings.task_id, path, Path(f"{stem}.task-{settings.task_id}.log"))
+            self.tasks[settings.task_id] = task
+            task.supervise(time.monotonic())
+        self.say(
+            f"{self.name}: generation {record.generation} running {len(self.tasks)} task(s) "
+            f"in mode {record.mode}"
+        )
+        self._write_pids()
+
+    def _write_pids(self) -> None:
+        pids = {str(t): p.pid for t, p in self.tasks.items() if p.pid}
+        write_json_atomically(self.state_file.with_suffix(".pids.json"), pids)
+
+    def stop_tasks(self) -> None:
+        for task in self.tasks.values():
+            task.stop()
+        self.tasks = {}
+
+    def progress_lines(self, elapsed_s: float, before: dict[int, int]) -> list[str]:
+        """One line per task, or none when nothing was committed since last time."""
+        if all(
+            int(t.last_progress.get("records", 0)) == before.get(i, 0)
+            for i, t in self.tasks.items()
+        ):
+            return []
+        lines = []
+        for task_id, task in sorted(self.tasks.items()):
+            event = task.last_progress
+            records = int(event.get("records", 0))
+            rate = (records - before.get(task_id, 0)) / elapsed_s if elapsed_s else 0.0
+            before[task_id] = records
+            offsets = " ".join(f"{k}={v}" for k, v in sorted((event.get("offsets") or {}).items()))
+            lines.append(
+                f"  {self.name} task {task_id} pid {task.pid or '-'}: {records} committed "
+                f"({rate:.0f}/s), restarts {task.restarts}, offsets {offsets or '-'}"
+            )
+        return lines
+
+
+class Supervisor:
+    """Runs every source of the manifests until stopped; re-plans on manifest edits."""
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        *,
+        bootstrap: str | None,
+        state_dir: Path,
+        say: Callable[[str], None] = print,
+        progress: bool = True,
+    ) -> None:
+        self.paths = list(paths)
+        self.bootstrap = bootstrap
+        self.state_dir = state_dir
+        self.say = say
+        self.progress = progress
+        self.sources: dict[str, SourceSupervisor] = {}
+        self._mtimes = self._manifest_mtimes()
+
+    def _manifest_mtimes(self) -> tuple[float, ...]:
+        return tuple(p.stat().st_mtime_ns for p in self.paths)
+
+    def _apply(self, planned: list[DesiredTasks]) -> None:
+        names = set()
+        for desired in planned:
+            key = f"{desired.source.metadata.namespace}/{desired.source.metadata.name}"
+            names.add(key)
+            if key in self.sources:
+                self.sources[key].desired = desired
+            else:
+                self.sources[key] = SourceSupervisor(desired, self.state_dir, self.say)
+        for key in set(self.sources) - names:
+            self.say(f"{key}: removed from the manifests; stopping its tasks")
+            self.sources.pop(key).stop_tasks()
+
+    def run(self, stop: threading.Event) -> None:
+        self._apply(plan_sources(self.paths, self.bootstrap))
+        last_progress = time.monotonic()
+        counts: dict[str, dict[int, int]] = {}
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                self._reload_if_changed()
+                for source in self.sources.values():
+                    source.reconcile(now)
+                if self.progress and now - last_progress >= PROGRESS_EVERY_S:
+                    for key, source in self.sources.items():
+                        for line in source.progress_lines(
+                            now - last_progress, counts.setdefault(key, {})
+                        ):
+                            self.say(line)
+                    last_progress = now
+                stop.wait(TICK_S)
+        finally:
+            for source in self.sources.values():
+                source.stop_tasks()
+            self.say("all tasks stopped")
+
+    def _reload_if_changed(self) -> None:
+        mtimes = self._manifest_mtimes()
+        if mtimes == self._mtimes:
+            return
+        self._mtimes = mtimes
+        try:
+            self._apply(plan_sources(self.paths, self.bootstrap))
+            self.say("manifests changed: re-planned")
+        except (InvalidResourceError, yaml.YAMLError) as error:
+            # Keep running the last good plan: a bad edit must not stop a pipeline.
+            self.say(f"manifests changed but are invalid, keeping the running plan: {error}")
