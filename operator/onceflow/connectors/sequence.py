@@ -8,6 +8,7 @@ once each, in order. Offsets are ``{"seq": last emitted}`` per stream.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,15 @@ from onceflow.api.connector import (
     TaskContext,
 )
 
-DEFAULTS: dict[str, Any] = {"streams": 1, "limit": None, "batchSize": 100, "padBytes": 0}
+DEFAULTS: dict[str, Any] = {
+    "streams": 1,
+    "limit": None,
+    "batchSize": 100,
+    "padBytes": 0,
+    "pollIntervalMs": 0,
+}
+"""``pollIntervalMs`` paces the source (at most one batch per interval) so that tests
+and demos can watch a pipeline mid-flight instead of after it finished."""
 
 
 def stream_name(index: int) -> str:
@@ -36,12 +45,18 @@ class SequenceTask(SourceTask):
         self.limit: int | None = config["limit"]
         self.batch_size: int = config["batchSize"]
         self.pad = "x" * int(config["padBytes"])
+        self.poll_interval_s = int(config["pollIntervalMs"]) / 1000
+        self.last_batch_at = float("-inf")
         self.next_seq = {}
         for stream in self.streams:
             stored = context.offsets.offset({"stream": stream})
             self.next_seq[stream] = int(stored["seq"]) + 1 if stored else 1
 
     def poll(self) -> list[SourceRecord]:
+        now = time.monotonic()
+        if now - self.last_batch_at < self.poll_interval_s:
+            return []
+        self.last_batch_at = now
         records: list[SourceRecord] = []
         live = [s for s in self.streams if self.limit is None or self.next_seq[s] <= self.limit]
         while live and len(records) < self.batch_size:
@@ -79,7 +94,12 @@ class SequenceConnector(SourceConnector):
             if key not in DEFAULTS
         ]
         merged = {**DEFAULTS, **config}
-        for key, minimum in (("streams", 1), ("batchSize", 1), ("padBytes", 0)):
+        for key, minimum in (
+            ("streams", 1),
+            ("batchSize", 1),
+            ("padBytes", 0),
+            ("pollIntervalMs", 0),
+        ):
             value = merged[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 problems.append(ConfigProblem(key, f"must be an integer >= {minimum}"))

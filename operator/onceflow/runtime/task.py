@@ -108,12 +108,13 @@ class TaskRunner:
 
     # -- shared steps ---------------------------------------------------------------
 
-    def _superseded(self) -> bool:
+    def _superseded(self, situation: str) -> bool:
         current = self.authority.current_generation()
         if current > self.settings.generation:
             log.info(
-                "task %s: generation %s superseded by %s; exiting without writing",
+                "task %s: %s: generation %s superseded by %s; exiting 0",
                 self.settings.task_id,
+                situation,
                 self.settings.generation,
                 current,
             )
@@ -186,7 +187,7 @@ class TaskRunner:
         )
         try:
             writer.initialize()
-            if self._superseded():
+            if self._superseded("before writing anything"):
                 return ExitCode.STOPPED
             txn = (
                 RecordingTransactionContext()
@@ -201,7 +202,7 @@ class TaskRunner:
             return ExitCode.STOPPED
         except ProducerFencedError as fenced:
             self.metrics.fenced()
-            if self._superseded():
+            if self._superseded("fenced"):
                 return ExitCode.STOPPED
             log.warning("task %s: %s while current; exiting to fence back", s.task_id, fenced)
             return ExitCode.FENCED
@@ -226,6 +227,14 @@ class TaskRunner:
             nonlocal batch
             writer.abort()
             self.metrics.aborted()
+            self.progress(
+                {
+                    "event": "aborted",
+                    "task": s.task_id,
+                    "discarded": len(batch.records),
+                    "aborts": self.metrics.aborts,
+                }
+            )
             batch = PendingBatch()
 
         def act(request: TransactionRequest) -> None:
@@ -272,7 +281,7 @@ class TaskRunner:
 
     def _run_idempotent(self) -> ExitCode:
         s = self.settings
-        if s.mode is ExactlyOnceMode.PREPARING and self._superseded():
+        if s.mode is ExactlyOnceMode.PREPARING and self._superseded("before writing anything"):
             return ExitCode.STOPPED
         isolation = "read_committed" if s.mode.reads_committed else "read_uncommitted"
         writer = IdempotentWriter(s.bootstrap_servers, extra=s.kafka_config)

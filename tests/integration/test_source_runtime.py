@@ -1,0 +1,146 @@
+"""The source runtime against a real broker: fencing, boundaries, offsets recovery."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.eos.offsets import ensure_offsets_topic, offset_key, offset_value, read_offsets
+from onceflow.logic.audit import audit_sequences
+from onceflow.runtime.task import ExitCode
+from tests.support.tasks import (
+    TaskProcess,
+    committed_offsets,
+    generation_settings,
+    plan,
+    wait_for,
+    write_generation,
+)
+
+pytestmark = pytest.mark.kafka
+
+
+def test_same_task_id_started_twice_fences_the_older_one(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        config={"streams": 2, "limit": 1500, "batchSize": 10, "pollIntervalMs": 10},
+    )
+    authority = tmp_path / "state.json"
+    write_generation(authority, 1, 1, "enabled")
+    (settings,) = generation_settings(desired, 1, authority)
+    older = TaskProcess(settings, tmp_path).start()
+    wait_for(lambda: len(committed_offsets(desired)) == 2, 60, "the first task to commit")
+
+    newer = TaskProcess(settings, tmp_path).start()
+    assert older.wait(60) == ExitCode.FENCED, "fenced while its generation is current: 75"
+    wait_for(
+        lambda: committed_offsets(desired) == {"s0": 1500, "s1": 1500},
+        120,
+        "the newer task to finish both streams",
+    )
+    assert newer.alive, "the newer task keeps running"
+    assert newer.terminate() == ExitCode.STOPPED
+
+    pairs, unparsable = read_sequences(
+        kafka_bootstrap, desired.source.spec.topic, key_field="stream", seq_field="seq"
+    )
+    report = audit_sequences(pairs, expect=1500, unparsable=unparsable)
+    assert report.ok, report
+
+
+def test_interval_boundary_groups_many_polls_into_few_transactions(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        boundary="interval",
+        interval_ms=500,
+        config={"streams": 1, "limit": 300, "batchSize": 1, "pollIntervalMs": 10},
+    )
+    authority = tmp_path / "state.json"
+    write_generation(authority, 1, 1, "enabled")
+    (settings,) = generation_settings(desired, 1, authority)
+    task = TaskProcess(settings, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired) == {"s0": 300}, 60, "all 300 records")
+    task.terminate()
+    final = task.progress[-2] if task.progress[-1]["event"] == "exit" else task.progress[-1]
+    # 300 one-record polls take several seconds: the poll boundary would commit 300
+    # one-record transactions; a 500 ms interval commits regularly, many polls each.
+    assert final["records"] == 300
+    assert final["transactions"] >= 3, "commits must happen during the run, not at the end"
+    assert final["records"] / final["transactions"] >= 5, final
+
+
+def test_connector_abort_discards_records_and_keeps_offsets(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        boundary="connector",
+        connector="tests.support.connectors:AbortSecondBatchConnector",
+        config={"streams": 1, "limit": 10, "batchSize": 5},
+    )
+    authority = tmp_path / "state.json"
+    write_generation(authority, 1, 1, "enabled")
+    (settings,) = generation_settings(desired, 1, authority)
+    task = TaskProcess(settings, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired) == {"s0": 5}, 60, "the first batch's commit")
+    assert task.terminate() == ExitCode.STOPPED
+    assert committed_offsets(desired) == {"s0": 5}, "an aborted batch must not move offsets"
+    pairs, _ = read_sequences(
+        kafka_bootstrap, desired.source.spec.topic, key_field="stream", seq_field="seq"
+    )
+    assert [seq for _, seq in pairs] == [1, 2, 3, 4, 5]
+    aborted = [e for e in task.progress if e["event"] == "aborted"]
+    assert aborted and aborted[-1]["discarded"] == 5, task.progress
+
+
+def test_reading_offsets_waits_for_an_open_transaction(kafka_bootstrap: str) -> None:
+    topic = f"offsets-{uuid.uuid4().hex[:8]}"
+    ensure_offsets_topic(kafka_bootstrap, topic)
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"t-{uuid.uuid4().hex}"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, offset_value({"seq": 1}), offset_key("src", {"stream": "s0"}))
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, offset_value({"seq": 7}), offset_key("src", {"stream": "s0"}))
+    producer.flush(30)
+
+    with pytest.raises(TimeoutError, match="held by an open transaction"):
+        read_offsets(kafka_bootstrap, topic, "src", timeout_s=2)
+
+    result: dict[str, object] = {}
+    reader = threading.Thread(
+        target=lambda: result.update(read=read_offsets(kafka_bootstrap, topic, "src"))
+    )
+    reader.start()
+    producer.commit_transaction(30)
+    reader.join(60)
+    stored = result["read"]
+    assert stored.offset({"stream": "s0"}) == {"seq": 7}  # type: ignore[attr-defined]
+
+
+def test_fencing_reports_each_id_and_says_what_is_wrong(kafka_bootstrap: str) -> None:
+    ids = [f"fence-{uuid.uuid4().hex[:6]}-{i}" for i in range(5)]
+    report = fence_transactional_ids(kafka_bootstrap, ids)
+    assert report.ok
+    assert [r.transactional_id for r in report.results] == ids
+
+    unreachable = fence_transactional_ids("127.0.0.1:1", ids[:2], timeout_s=2)
+    assert not unreachable.ok
+    assert len(unreachable.failures) == 2
+    assert "reachable" in unreachable.summary()

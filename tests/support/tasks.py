@@ -1,0 +1,147 @@
+"""Run real ``onceflow task`` processes for tests, planned by the production code path
+(manifests -> connector task configs -> DesiredTasks -> TaskSettings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from onceflow.api import KafkaSource, Pipeline
+from onceflow.api.task import FileAuthority, TaskSettings
+from onceflow.eos.offsets import read_offsets
+from onceflow.logic.generations import GenerationRecord
+from onceflow.model.tasks import DesiredTasks, desired_tasks
+from onceflow.runtime.plugins import load_connector
+from onceflow.standalone.state import store_record
+from tests.support.testbed import ROOT
+
+
+def plan(
+    bootstrap: str,
+    *,
+    mode: str = "enabled",
+    tasks_max: int = 3,
+    connector: str = "sequence",
+    config: dict[str, Any] | None = None,
+    boundary: str = "poll",
+    interval_ms: int | None = None,
+    name: str | None = None,
+) -> DesiredTasks:
+    """A Pipeline + KafkaSource with fresh topic names, planned like the operator does."""
+    name = name or f"src-{uuid.uuid4().hex[:6]}"
+    pipeline = Pipeline.model_validate(
+        {
+            "metadata": {"name": f"p-{name}"},
+            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": mode},
+        }
+    )
+    spec: dict[str, Any] = {
+        "pipeline": f"p-{name}",
+        "topic": f"{name}.out",
+        "tasksMax": tasks_max,
+        "transactionBoundary": boundary,
+        "connector": {"type": connector, "config": config or {}},
+    }
+    if interval_ms is not None:
+        spec["transactionBoundaryIntervalMs"] = interval_ms
+    source = KafkaSource.model_validate({"metadata": {"name": name}, "spec": spec})
+    configs = load_connector(connector).task_configs(source.spec.connector.config, tasks_max)
+    return desired_tasks(pipeline, source, configs)
+
+
+@dataclass
+class TaskProcess:
+    """One ``python -m onceflow task`` child with its settings file and log."""
+
+    settings: TaskSettings
+    workdir: Path
+    process: subprocess.Popen[str] | None = None
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"g{self.settings.generation}-task{self.settings.task_id}.log"
+
+    def start(self) -> TaskProcess:
+        path = self.workdir / f"g{self.settings.generation}-task{self.settings.task_id}.json"
+        path.write_text(json.dumps(self.settings.to_wire()))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "onceflow", "task", "--config", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=self.log_path.open("a"),
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        return self
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait(30)
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        self.signal(signal.SIGTERM)
+        return self.wait(timeout_s)
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.process is not None
+        code = self.process.wait(timeout_s)
+        if self.process.stdout:
+            self.progress.extend(
+                json.loads(line) for line in self.process.stdout.read().splitlines() if line
+            )
+        return code
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def write_generation(path: Path, generation: int, task_count: int, mode: str) -> None:
+    """What the supervisor records before a generation's tasks start."""
+    from onceflow.api import ExactlyOnceMode
+
+    store_record(
+        path,
+        GenerationRecord(generation, generation, task_count, ExactlyOnceMode(mode), "test"),
+    )
+
+
+def generation_settings(
+    desired: DesiredTasks, generation: int, authority_path: Path
+) -> list[TaskSettings]:
+    return desired.settings(generation, FileAuthority(path=str(authority_path)))
+
+
+def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
+    """``{stream: last committed seq}`` read back from the offsets store."""
+    settings = desired.settings(1, FileAuthority(path="-"))[0]
+    try:
+        stored = read_offsets(settings.bootstrap_servers, settings.offsets_topic, settings.source)
+    except LookupError:  # no task has created the offsets topic yet
+        return {}
+    return {
+        json.loads(key)["stream"]: int(value["seq"]) for key, value in stored.by_partition.items()
+    }
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.25) -> None:
+    """Polls ``predicate`` until true; fails naming what was awaited."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
