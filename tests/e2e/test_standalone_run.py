@@ -1,0 +1,143 @@
+"""``onceflow run`` end to end: re-plan on edit, crash recovery, durable generations."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.logic.audit import audit_sequences
+from tests.support.tasks import wait_for
+from tests.support.testbed import ROOT
+
+pytestmark = pytest.mark.kafka
+
+LIMIT = 2000
+
+
+def _manifests(bootstrap: str, name: str, tasks_max: int) -> str:
+    pipeline = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": name},
+        "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
+    }
+    source = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "counter"},
+        "spec": {
+            "pipeline": name,
+            "topic": f"{name}.counts",
+            "tasksMax": tasks_max,
+            "exactlyOnceSupport": "required",
+            "connector": {
+                "type": "sequence",
+                "config": {"streams": 6, "limit": LIMIT, "batchSize": 20, "pollIntervalMs": 20},
+            },
+        },
+    }
+    return yaml.safe_dump_all([pipeline, source])
+
+
+def _start(manifest: Path, state: Path, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _record(state: Path, name: str) -> dict[str, int]:
+    path = state / "default.counter.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    name = f"run-{uuid.uuid4().hex[:6]}"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=3))
+    run = _start(manifest, state, log)
+    try:
+        wait_for(lambda: "committed" in log.read_text(), 60, "first commits")
+        assert _record(state, name)["generation"] == 1
+
+        manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=2))
+        wait_for(
+            lambda: _record(state, name).get("fencedGeneration") == 2,
+            60,
+            "generation 2 to be fenced and recorded",
+        )
+        text = log.read_text()
+        assert f"{name}-counter-2" in text, "task 2's id of generation 1 was fenced"
+        assert text.index("fenced 3 transactional id(s)") < text.index("generation 2 running")
+
+        pids = json.loads((state / "default.counter.pids.json").read_text())
+        assert sorted(pids) == ["0", "1"]
+        os.kill(pids["0"], signal.SIGKILL)
+        wait_for(lambda: "task 0 exited -9; restarting" in log.read_text(), 30, "the crash")
+        wait_for(lambda: "g2: task 0 started" in log.read_text(), 30, "the restart")
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+
+    # A new `onceflow run` keeps generation 2: the state is durable.
+    rerun = _start(manifest, state, log)
+    try:
+        topic = f"{name}.counts"
+        wait_for(
+            lambda: (
+                "generation 2 running 2 task(s)" in log.read_text().split("all tasks stopped")[-1]
+            ),
+            60,
+            "the restarted run to resume generation 2",
+        )
+        assert _record(state, name)["generation"] == 2
+
+        def finished() -> bool:
+            pairs, _ = read_sequences(kafka_bootstrap, topic, key_field="stream", seq_field="seq")
+            return len(pairs) >= 6 * LIMIT
+
+        wait_for(finished, 180, "all streams to reach the limit", interval_s=1)
+    finally:
+        rerun.send_signal(signal.SIGINT)
+        assert rerun.wait(60) == 0
+
+    pairs, unparsable = read_sequences(kafka_bootstrap, topic, key_field="stream", seq_field="seq")
+    report = audit_sequences(pairs, expect=LIMIT, unparsable=unparsable)
+    assert report.ok, report
+    assert len(report.keys) == 6
+
+
+def test_run_rejects_bad_manifests_before_any_task_starts(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.yaml"
+    docs = yaml.safe_load_all(_manifests("127.0.0.1:9", "bad", 2))
+    pipeline, source = list(docs)
+    source["spec"]["connector"] = {"type": "sequence", "config": {"streams": 0, "colour": 1}}
+    source["spec"]["transactionBoundary"] = "connector"
+    manifest.write_text(yaml.safe_dump_all([pipeline, source]))
+    state = tmp_path / "state"
+    result = subprocess.run(
+        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "spec.connector.config.streams: must be an integer >= 1" in result.stderr
+    assert "spec.connector.config.colour: unknown setting" in result.stderr
+    assert not state.exists(), "nothing may be written for an invalid manifest"

@@ -1,0 +1,45 @@
+"""The audit finds every kind of exactly-once violation, and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+from onceflow.logic.audit import audit_sequences
+
+
+@pytest.mark.parametrize(
+    ("sequence", "expect", "duplicates", "order", "missing"),
+    [
+        ([1, 2, 3], None, 0, 0, ()),
+        ([1, 2, 3], 3, 0, 0, ()),
+        ([1, 2, 3], 5, 0, 0, ((4, 5),)),
+        ([1, 2, 2, 3], None, 1, 0, ()),
+        ([1, 3, 2], None, 0, 1, ()),
+        ([1, 4], None, 0, 0, ((2, 3),)),
+        ([2, 3], None, 0, 0, ((1, 1),)),
+        ([1, 2, 3, 2, 3, 4], None, 2, 0, ()),  # at-least-once replay
+        ([], 2, 0, 0, ((1, 2),)),
+    ],
+)
+def test_key_audit_counts_each_violation(
+    sequence: list[int],
+    expect: int | None,
+    duplicates: int,
+    order: int,
+    missing: tuple[tuple[int, int], ...],
+) -> None:
+    report = audit_sequences([("k", n) for n in sequence], expect=expect, expected_keys=["k"])
+    (key,) = report.keys
+    assert (key.duplicates, key.order_violations, key.missing) == (duplicates, order, missing)
+    assert report.ok == (not duplicates and not order and not missing)
+
+
+def test_expected_key_never_seen_is_reported_missing() -> None:
+    report = audit_sequences([("a", 1)], expect=1, expected_keys=["a", "b"])
+    assert not report.ok
+    assert report.missing == 1
+    assert [k.key for k in report.keys] == ["a", "b"]
+
+
+def test_unparsable_values_fail_the_audit() -> None:
+    assert not audit_sequences([("a", 1)], unparsable=1).ok

@@ -1,0 +1,61 @@
+"""Preflight problems name the field and the fix, before any task starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from onceflow.api import KafkaSourceSpec
+from onceflow.connectors.sequence import SequenceConnector
+from onceflow.logic.preflight import preflight_source
+from tests.support.connectors import AbortSecondBatchConnector, AtLeastOnceConnector
+
+
+def _spec(**overrides: Any) -> KafkaSourceSpec:
+    body: dict[str, Any] = {
+        "pipeline": "p",
+        "topic": "t",
+        "connector": {"type": "sequence", "config": {"streams": 2}},
+        **overrides,
+    }
+    return KafkaSourceSpec.model_validate(body)
+
+
+def test_valid_source_has_no_problems() -> None:
+    assert preflight_source(_spec(exactlyOnceSupport="required"), SequenceConnector()) == []
+
+
+def test_required_exactly_once_with_an_unsupporting_connector() -> None:
+    (problem,) = preflight_source(_spec(exactlyOnceSupport="required"), AtLeastOnceConnector())
+    assert problem[0] == "spec.exactlyOnceSupport"
+    assert "exactlyOnceSupport: requested" in problem[1]
+
+
+def test_requested_exactly_once_runs_an_unsupporting_connector() -> None:
+    assert preflight_source(_spec(exactlyOnceSupport="requested"), AtLeastOnceConnector()) == []
+
+
+def test_connector_boundary_needs_a_capable_connector() -> None:
+    (problem,) = preflight_source(_spec(transactionBoundary="connector"), SequenceConnector())
+    assert problem[0] == "spec.transactionBoundary"
+    assert "use poll or interval" in problem[1]
+    assert (
+        preflight_source(_spec(transactionBoundary="connector"), AbortSecondBatchConnector()) == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"streams": 0}, "spec.connector.config.streams"),
+        ({"streams": "two"}, "spec.connector.config.streams"),
+        ({"limit": -1}, "spec.connector.config.limit"),
+        ({"batchSize": True}, "spec.connector.config.batchSize"),
+        ({"strams": 2}, "spec.connector.config.strams"),
+    ],
+)
+def test_connector_config_problems_name_the_config_key(config: dict[str, Any], field: str) -> None:
+    spec = _spec(connector={"type": "sequence", "config": config})
+    problems = preflight_source(spec, SequenceConnector())
+    assert field in [path for path, _ in problems]
