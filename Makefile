@@ -47,8 +47,8 @@ testbed-deps: install
 	@bash scripts/k8s.sh bin >/dev/null
 
 lint: install
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tests benchmarks
+	$(BIN)/ruff format --check operator tests benchmarks
 
 typecheck: install
 	$(BIN)/mypy

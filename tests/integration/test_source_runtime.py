@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -144,3 +146,36 @@ def test_fencing_reports_each_id_and_says_what_is_wrong(kafka_bootstrap: str) ->
     assert not unreachable.ok
     assert len(unreachable.failures) == 2
     assert "reachable" in unreachable.summary()
+
+
+def test_task_exports_transaction_metrics(kafka_bootstrap: str, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    desired = plan(
+        kafka_bootstrap, tasks_max=1, config={"streams": 2, "limit": 50, "batchSize": 10}
+    )
+    authority = tmp_path / "state.json"
+    write_generation(authority, 1, 1, "enabled")
+    (settings,) = generation_settings(desired, 1, authority)
+    task = TaskProcess(settings.model_copy(update={"metrics_port": port}), tmp_path).start()
+    try:
+        wait_for(lambda: committed_offsets(desired) == {"s0": 50, "s1": 50}, 60, "100 records")
+
+        def scrape() -> dict[str, float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                text = page.read().decode()
+            return {
+                line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("onceflow_source_") and "{" in line
+            }
+
+        metrics = scrape()
+        assert metrics["onceflow_source_records_committed_total"] == 100
+        assert metrics["onceflow_source_transactions_committed_total"] == 10
+        assert metrics["onceflow_source_transaction_size_max"] == 10
+        assert metrics["onceflow_source_transaction_size_avg"] == 10
+        assert metrics["onceflow_source_commit_latency_seconds_count"] == 10
+    finally:
+        task.terminate()

@@ -18,8 +18,11 @@ ClientConfig = dict[str, str | int | float | bool]
 
 
 def client_config(bootstrap: str, extra: Mapping[str, str] | None = None) -> ClientConfig:
-    """Base settings plus the pipeline's auth/TLS keys (never logged)."""
-    return {"bootstrap.servers": bootstrap, **(extra or {})}
+    """Base settings plus the pipeline's auth/TLS keys (never logged).
+
+    librdkafka's informational lines (syslog level 6) are noise in task logs; warnings
+    and errors (fencing, coordinator moves) still come through."""
+    return {"bootstrap.servers": bootstrap, "log_level": 4, **(extra or {})}
 
 
 def is_fenced(error: KafkaError) -> bool:

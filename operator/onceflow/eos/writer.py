@@ -205,9 +205,13 @@ class TransactionalWriter(_ProducingWriter):
 
 
 class IdempotentWriter(_ProducingWriter):
-    """Non-transactional producer; offsets are flushed only for acknowledged records."""
+    """Non-transactional producer; offsets are written only after every record sent
+    before them is acknowledged (a clean ``flush``), so a crash can replay but never
+    skip. Delivery reports are requested for failures only: a Python callback per
+    successful record would cost more than the produce call itself."""
 
     def __init__(self, bootstrap: str, *, extra: Mapping[str, str] | None = None) -> None:
+        self._errors: list[KafkaError] = []
         super().__init__(
             Producer(
                 {
@@ -215,47 +219,44 @@ class IdempotentWriter(_ProducingWriter):
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 5,
+                    "delivery.report.only.error": True,
+                    "on_delivery": self._record_failure,
                 }
             )
         )
-        self._acked: dict[bytes, tuple[SourcePartition, SourceOffset]] = {}
-        self._errors: list[KafkaError] = []
+
+    def _record_failure(self, error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            self._errors.append(error)
 
     def send(
         self,
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        partition: SourcePartition,
-        offset: SourceOffset,
-        source: str,
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
     ) -> None:
-        slot = offset_key(source, partition)
+        self._produce(topic, key, value, headers, timestamp_ms)
 
-        def on_delivery(error: KafkaError | None, _message: Message) -> None:
-            if error is not None:
-                self._errors.append(error)
-            else:
-                self._acked[slot] = (partition, offset)
-
-        self._produce(topic, key, value, headers, timestamp_ms, on_delivery)
-
-    def flush_offsets(self, offsets_topic: str, source: str, timeout_s: float = 30) -> int:
-        """Waits for the records, then writes offsets of the acknowledged ones.
-
-        Returns how many partitions' offsets were written."""
+    def _flush_all(self, what: str, timeout_s: float) -> None:
         remaining = self.producer.flush(timeout_s)
         if self._errors or remaining:
-            first = self._errors[0].str() if self._errors else f"{remaining} records unsent"
-            raise ProducerFailedError(f"records not acknowledged: {first}")
-        acked, self._acked = self._acked, {}
-        for partition, offset in acked.values():
+            first = self._errors[0].str() if self._errors else f"{remaining} unsent after flush"
+            raise ProducerFailedError(f"{what} not acknowledged: {first}")
+
+    def flush_offsets(
+        self,
+        offsets_topic: str,
+        source: str,
+        offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]],
+        timeout_s: float = 30,
+    ) -> None:
+        """Waits for every record, then writes and waits for their offsets."""
+        self._flush_all("records", timeout_s)
+        for partition, offset in offsets.values():
             self._produce(offsets_topic, offset_key(source, partition), offset_value(offset))
-        if self.producer.flush(timeout_s):
-            raise ProducerFailedError("offset records not acknowledged in time")
-        return len(acked)
+        self._flush_all("offset records", timeout_s)
 
     def close(self) -> None:
         self.producer.flush(10)

@@ -297,9 +297,6 @@ class TaskRunner:
                         record.topic or s.topic,
                         record.key,
                         record.value,
-                        record.source_partition,
-                        record.source_offset,
-                        s.source,
                         record.headers,
                         record.timestamp_ms,
                     )
@@ -307,7 +304,7 @@ class TaskRunner:
                 due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
                 if batch.open and (due or stopping):
                     started = time.monotonic()
-                    writer.flush_offsets(s.offsets_topic, s.source)
+                    writer.flush_offsets(s.offsets_topic, s.source, batch.offsets)
                     self._made_durable(task, batch, time.monotonic() - started)
                     batch = PendingBatch()
                     last_flush = time.monotonic()

@@ -1,0 +1,60 @@
+"""Shared pieces of the benchmarks: an in-process task run and a fresh topic."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from onceflow.api import ExactlyOnceMode, TransactionBoundary
+from onceflow.api.task import FileAuthority, TaskSettings
+from onceflow.connectors.sequence import SequenceConnector
+from onceflow.logic.generations import GenerationRecord
+from onceflow.runtime.authority import FileGenerationAuthority
+from onceflow.runtime.task import TaskRunner
+from onceflow.standalone.state import store_record
+
+JSON_OVERHEAD = 30  # bytes of {"stream":"s0","seq":12345} around the padding
+
+
+def run_source(
+    bootstrap: str, mode: ExactlyOnceMode, records: int, record_bytes: int, batch: int
+) -> tuple[float, str]:
+    """Runs one sequence task in-process until ``records`` are durable; returns
+    (records per second, topic)."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    state = Path(tempfile.mkdtemp()) / "state.json"
+    store_record(state, GenerationRecord(1, 1, 1, mode, "bench"))
+    settings = TaskSettings(
+        source=name,
+        task_id=0,
+        generation=1,
+        mode=mode,
+        bootstrap_servers=bootstrap,
+        topic=f"{name}.out",
+        offsets_topic=f"{name}.offsets",
+        transactional_id=f"{name}-0",
+        connector_type="sequence",
+        connector_config={
+            "streams": 4,
+            "limit": records // 4,
+            "batchSize": batch,
+            "padBytes": max(0, record_bytes - JSON_OVERHEAD),
+            "assigned": ["s0", "s1", "s2", "s3"],
+        },
+        transaction_boundary=TransactionBoundary.POLL,
+        authority=FileAuthority(path=str(state)),
+    )
+    stop = threading.Event()
+    runner = TaskRunner(settings, SequenceConnector(), FileGenerationAuthority(str(state)), stop)
+    thread = threading.Thread(target=runner.run)
+    started = time.perf_counter()
+    thread.start()
+    while runner.metrics.records < records and thread.is_alive():
+        stop.wait(0.01)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    thread.join()
+    return runner.metrics.records / elapsed, settings.topic
