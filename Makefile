@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install kafka-up kafka-down k8s-build k8s-up k8s-down spark-jars postgres-up postgres-down \
+.PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down spark-jars postgres-up postgres-down \
         testbed-deps lint typecheck imports check test demo clean
 
 install: $(STAMP)
@@ -62,6 +62,9 @@ check: lint typecheck imports
 test: testbed-deps check
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+crds: install
+	$(BIN)/onceflow crds crds
 
 demo: install
 	@bash scripts/demo.sh

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from onceflow.api import InvalidResourceError
 
@@ -68,6 +69,24 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_crds(args: argparse.Namespace) -> int:
+    import yaml
+
+    from onceflow.api.crd import crd_documents
+
+    out = Path(args.directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, document in crd_documents().items():
+        (out / name).write_text(render_yaml(document, yaml))
+        print(f"wrote {out / name}")
+    return 0
+
+
+def render_yaml(document: object, yaml: Any) -> str:
+    header = "# Generated from onceflow.api by `make crds`; do not edit.\n"
+    return header + str(yaml.safe_dump(document, sort_keys=False, width=100))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--timeout", type=float, default=120.0, help="seconds to reach the end")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=_cmd_audit)
+
+    crds = commands.add_parser("crds", help="write the CRDs generated from the models")
+    crds.add_argument("directory", help="output directory (crds/ in the repository)")
+    crds.set_defaults(handler=_cmd_crds)
     return parser
 
 

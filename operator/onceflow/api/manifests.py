@@ -11,9 +11,14 @@ from onceflow.api.base import GROUP_VERSION
 from onceflow.api.errors import InvalidResourceError, problems_from
 from onceflow.api.pipeline import Pipeline
 from onceflow.api.source import KafkaSource
+from onceflow.api.spark import SparkJob
 
-Resource = Pipeline | KafkaSource
-KINDS: dict[str, type[Resource]] = {"Pipeline": Pipeline, "KafkaSource": KafkaSource}
+Resource = Pipeline | KafkaSource | SparkJob
+KINDS: dict[str, type[Resource]] = {
+    "Pipeline": Pipeline,
+    "KafkaSource": KafkaSource,
+    "SparkJob": SparkJob,
+}
 
 
 def parse_resource(document: Mapping[str, Any]) -> Resource:

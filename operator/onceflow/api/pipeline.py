@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.status import CommonStatus
 
 
 class ExactlyOnceMode(StrEnum):
@@ -60,6 +61,44 @@ class PipelineSpec(ApiModel):
     )
 
 
+class RolloutStatus(ApiModel):
+    """Where the gated rollout of the pipeline's exactly-once mode stands."""
+
+    current: ExactlyOnceMode = Field(
+        default=ExactlyOnceMode.DISABLED, description="Mode every workload now runs in."
+    )
+    target: ExactlyOnceMode = Field(
+        default=ExactlyOnceMode.DISABLED, description="spec.exactlyOnce, the end state."
+    )
+    step: str = Field(default="", description="What the rollout is doing, in words.")
+    waiting_for: list[str] = Field(
+        default_factory=list, description="Workloads (Kind/name) not yet ready in `current`."
+    )
+
+
+class WorkloadStatus(ApiModel):
+    """One workload of the pipeline as the rollout sees it."""
+
+    kind: str = Field(description="KafkaSource or SparkJob.")
+    name: str = Field(description="Name of the workload.")
+    observed_mode: ExactlyOnceMode | None = Field(
+        default=None, description="Mode the workload reports running in."
+    )
+    ready: bool = Field(default=False, description="All of its tasks/pods are running.")
+    message: str = Field(default="", description="Why it is not ready, if it is not.")
+
+
+class PipelineStatus(CommonStatus):
+    """Observed state of the pipeline's rollout, written only by the operator."""
+
+    exactly_once: RolloutStatus = Field(
+        default_factory=RolloutStatus, description="Progress of the exactly-once rollout."
+    )
+    workloads: list[WorkloadStatus] = Field(
+        default_factory=list, description="Every workload of the pipeline."
+    )
+
+
 class Pipeline(ApiModel):
     """A group of workloads sharing Kafka settings and one exactly-once mode."""
 
@@ -67,6 +106,7 @@ class Pipeline(ApiModel):
     kind: Literal["Pipeline"] = "Pipeline"
     metadata: ObjectMeta
     spec: PipelineSpec
+    status: PipelineStatus | None = None
 
     @property
     def transactional_id_prefix(self) -> str:

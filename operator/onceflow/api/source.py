@@ -6,9 +6,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.status import CommonStatus
 
 # Used when `interval` is chosen without a value: short enough for interactive
 # pipelines. Kafka Connect's default (offset.flush.interval.ms, 60 s) is a batch-era
@@ -50,6 +52,20 @@ class ConnectorSpec(ApiModel):
 
 class KafkaSourceSpec(ApiModel):
     """Desired state of a source."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.transactionBoundaryIntervalMs) || "
+                    "self.transactionBoundary == 'interval'",
+                    "message": "transactionBoundaryIntervalMs is only valid with "
+                    "transactionBoundary: interval",
+                    "fieldPath": ".transactionBoundaryIntervalMs",
+                }
+            ]
+        }
+    )
 
     pipeline: str = Field(min_length=1, description="Name of the Pipeline this source belongs to.")
     connector: ConnectorSpec = Field(description="The connector plugin and its settings.")
@@ -100,6 +116,45 @@ class KafkaSourceSpec(ApiModel):
         return self.transaction_boundary_interval_ms or DEFAULT_TRANSACTION_INTERVAL_MS
 
 
+class TaskStatus(ApiModel):
+    """One task of the running generation."""
+
+    id: int = Field(ge=0, description="Task id (0-based).")
+    pod: str = Field(description="Pod running the task.")
+    phase: str = Field(default="Pending", description="Pod phase.")
+    ready: bool = Field(default=False, description="The task's container is running.")
+    restarts: int = Field(default=0, ge=0, description="Container restarts in this generation.")
+
+
+class KafkaSourceStatus(CommonStatus):
+    """Observed state: task generations and their fencing, written only by the operator."""
+
+    generation: int | None = Field(
+        default=None, ge=1, description="Task generation now running (or being started)."
+    )
+    fenced_generation: int | None = Field(
+        default=None,
+        ge=1,
+        description="Generation whose predecessors are all fenced; pods start only when "
+        "it equals generation.",
+    )
+    task_count: int | None = Field(default=None, ge=0, description="Tasks in the generation.")
+    mode: ExactlyOnceMode | None = Field(
+        default=None, description="Exactly-once mode the generation runs in."
+    )
+    task_config_hash: str | None = Field(
+        default=None, description="Digest of the generation's task configurations."
+    )
+    previous_task_count: int | None = Field(
+        default=None, ge=0, description="Tasks in the previous generation (to fence)."
+    )
+    previous_mode: ExactlyOnceMode | None = Field(
+        default=None, description="Mode of the previous generation."
+    )
+    ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
+    tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")
+
+
 class KafkaSource(ApiModel):
     """A connector instance whose tasks write to Kafka exactly once."""
 
@@ -107,3 +162,4 @@ class KafkaSource(ApiModel):
     kind: Literal["KafkaSource"] = "KafkaSource"
     metadata: ObjectMeta
     spec: KafkaSourceSpec
+    status: KafkaSourceStatus | None = None

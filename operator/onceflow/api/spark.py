@@ -1,0 +1,210 @@
+"""The SparkJob resource: a PySpark Structured Streaming job reading pipeline topics
+``read_committed`` and writing through an exactly-once sink (DESIGN 3.4)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal, Self
+
+from pydantic import ConfigDict, Field, model_validator
+
+from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.status import CommonStatus
+
+
+def _one_of_rule(*fields: str) -> ConfigDict:
+    """The CEL twin of ``_exactly_one`` so the API server enforces it without us."""
+    present = ", ".join(f"has(self.{f})" for f in fields)
+    return ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"[{present}].filter(x, x).size() == 1",
+                    "message": f"set exactly one of {' or '.join(fields)}",
+                }
+            ]
+        }
+    )
+
+
+def _exactly_one(owner: str, **fields: object) -> None:
+    given = [name for name, value in fields.items() if value is not None]
+    if len(given) != 1:
+        choices = " or ".join(fields)
+        raise ValueError(f"{owner}: set exactly one of {choices} (got {given or 'none'})")
+
+
+class KafkaInput(ApiModel):
+    """Topics to read, named directly or through the pipeline's KafkaSources."""
+
+    model_config = _one_of_rule("topics", "sources")
+
+    topics: list[str] | None = Field(default=None, min_length=1, description="Topic names.")
+    sources: list[str] | None = Field(
+        default=None, min_length=1, description="KafkaSource names; their spec.topic is read."
+    )
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest", description="Where a job without a checkpoint starts."
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=None, ge=1, description="Upper bound on records per micro-batch."
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_name_topics(self) -> Self:
+        _exactly_one("input", topics=self.topics, sources=self.sources)
+        return self
+
+
+class Transform(ApiModel):
+    """What the job computes: SQL over the view ``input``, or a Python function."""
+
+    model_config = _one_of_rule("sql", "module")
+
+    sql: str | None = Field(default=None, min_length=1, description="SQL over view `input`.")
+    module: str | None = Field(
+        default=None, min_length=1, description="Python module holding the transform."
+    )
+    function: str = Field(
+        default="transform", description="Function (DataFrame) -> DataFrame in `module`."
+    )
+
+    @model_validator(mode="after")
+    def _one_transform(self) -> Self:
+        _exactly_one("transform", sql=self.sql, module=self.module)
+        return self
+
+
+class KafkaDelivery(StrEnum):
+    EXACTLY_ONCE = "exactlyOnce"
+    AT_LEAST_ONCE = "atLeastOnce"
+
+
+class KafkaSink(ApiModel):
+    topic: str = Field(min_length=1, max_length=249, description="Output topic.")
+    partitions: int = Field(
+        ge=1,
+        le=10000,
+        description="Fixed output partition count; deterministic partitioning needs it.",
+    )
+    delivery: KafkaDelivery = Field(
+        default=KafkaDelivery.EXACTLY_ONCE,
+        description="exactlyOnce: Onceflow's transactional sink; atLeastOnce: Spark's "
+        "built-in sink (rejected while the pipeline is enabled).",
+    )
+
+
+class PostgresSink(ApiModel):
+    table: str = Field(min_length=1, description="Target table (schema.table).")
+    key: list[str] = Field(
+        default_factory=list, description="Upsert key columns; empty means append."
+    )
+    secret_ref: LocalObjectReference = Field(
+        description="Secret with a `dsn` key (libpq connection string)."
+    )
+
+
+class FilesSink(ApiModel):
+    path: str = Field(min_length=1, description="Output directory (local, s3a://, ...).")
+    format: Literal["parquet", "json", "csv"] = Field(default="parquet", description="Format.")
+
+
+class Sink(ApiModel):
+    """Exactly one sink."""
+
+    model_config = _one_of_rule("kafka", "postgres", "files")
+
+    kafka: KafkaSink | None = Field(
+        default=None, description="Transactional Kafka sink (or Spark's, at-least-once)."
+    )
+    postgres: PostgresSink | None = Field(
+        default=None, description="Rows and batch marker in one database transaction."
+    )
+    files: FilesSink | None = Field(
+        default=None, description="Spark's file sink with its metadata log."
+    )
+
+    @model_validator(mode="after")
+    def _one_sink(self) -> Self:
+        _exactly_one("sink", kafka=self.kafka, postgres=self.postgres, files=self.files)
+        return self
+
+
+class Checkpoint(ApiModel):
+    model_config = _one_of_rule("path", "pvc")
+
+    path: str | None = Field(default=None, min_length=1, description="Checkpoint URI.")
+    pvc: str | None = Field(
+        default=None, min_length=1, description="PersistentVolumeClaim mounted as checkpoint."
+    )
+
+    @model_validator(mode="after")
+    def _one_location(self) -> Self:
+        _exactly_one("checkpoint", path=self.path, pvc=self.pvc)
+        return self
+
+
+class Trigger(ApiModel):
+    processing_time: str = Field(
+        default="1s", pattern=r"^[0-9]+(ms|s|m)$", description="Micro-batch interval."
+    )
+
+
+class Submitter(StrEnum):
+    SPARK_OPERATOR = "spark-operator"
+    SPARK_SUBMIT = "spark-submit"
+
+
+class DriverSpec(ApiModel):
+    cores: int = Field(default=1, ge=1, description="Driver cores.")
+    memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]?$", description="Driver memory.")
+
+
+class ExecutorSpec(ApiModel):
+    instances: int = Field(default=1, ge=1, description="Executor count.")
+    cores: int = Field(default=1, ge=1, description="Cores per executor.")
+    memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]?$", description="Executor memory.")
+
+
+class SparkJobSpec(ApiModel):
+    """Desired state of a streaming job."""
+
+    pipeline: str = Field(min_length=1, description="Name of the Pipeline this job belongs to.")
+    input: KafkaInput = Field(description="What the job reads.")
+    transform: Transform = Field(description="What the job computes.")
+    sink: Sink = Field(description="Where results go, exactly once.")
+    checkpoint: Checkpoint = Field(description="Where the offset log and state live.")
+    trigger: Trigger = Field(default_factory=Trigger, description="Micro-batch trigger.")
+    submitter: Submitter = Field(
+        default=Submitter.SPARK_OPERATOR,
+        description="spark-operator renders a SparkApplication; spark-submit a Job.",
+    )
+    image: str | None = Field(default=None, description="Driver/executor image.")
+    driver: DriverSpec = Field(default_factory=DriverSpec, description="Driver resources.")
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executors.")
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark settings (isolation is set for you)."
+    )
+
+
+class SparkJobStatus(CommonStatus):
+    """Observed state of the job's Spark application, written only by the operator."""
+
+    observed_mode: ExactlyOnceMode | None = Field(
+        default=None, description="Exactly-once mode the running application was built for."
+    )
+    application_state: str | None = Field(default=None, description="Spark application state.")
+    sink_partitions: int | None = Field(
+        default=None, ge=1, description="Sink partition count whose ids are in use."
+    )
+
+
+class SparkJob(ApiModel):
+    """A streaming job of a pipeline."""
+
+    api_version: Literal["onceflow.io/v1alpha1"] = "onceflow.io/v1alpha1"
+    kind: Literal["SparkJob"] = "SparkJob"
+    metadata: ObjectMeta
+    spec: SparkJobSpec
+    status: SparkJobStatus | None = None

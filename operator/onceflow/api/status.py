@@ -1,0 +1,53 @@
+"""The one status shape every Onceflow kind shares: observedGeneration and
+Kubernetes-style conditions (Ready, Progressing, Degraded).
+
+Only the operator writes status, through the status subresource; users never do.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from onceflow.api.base import ApiModel
+
+
+class ConditionType(StrEnum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(ApiModel):
+    """One observation about the resource, in Kubernetes' metav1.Condition shape."""
+
+    type: ConditionType = Field(description="Ready, Progressing or Degraded.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        max_length=1024,
+        description="CamelCase machine-readable cause.",
+    )
+    message: str = Field(default="", max_length=32768, description="Human-readable detail.")
+    last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation this condition was computed from."
+    )
+
+
+class CommonStatus(ApiModel):
+    """Fields every kind's status starts with."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the operator last acted on."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Progressing and Degraded conditions."
+    )

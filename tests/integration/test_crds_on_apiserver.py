@@ -1,0 +1,131 @@
+"""The generated CRDs on a real API server: established, explained, and rejecting
+invalid resources with messages that name the field, without any operator running."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.tasks import wait_for
+from tests.support.testbed import ROOT, kubectl_path
+
+pytestmark = pytest.mark.k8s
+
+
+def kubectl(
+    kubeconfig: str, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [kubectl_path(), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def crds(kubeconfig: str) -> str:
+    applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    assert applied.returncode == 0, applied.stderr
+    for plural in ("pipelines", "kafkasources", "sparkjobs"):
+        waited = kubectl(
+            kubeconfig,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            f"crd/{plural}.onceflow.io",
+        )
+        assert waited.returncode == 0, waited.stderr
+    return kubeconfig
+
+
+def test_kubectl_explain_teaches_the_fields(crds: str) -> None:
+    # The OpenAPI document is republished a few seconds after a CRD is established.
+    wait_for(
+        lambda: kubectl(crds, "explain", "kafkasource.spec").returncode == 0,
+        60,
+        "the KafkaSource schema in the published OpenAPI",
+    )
+    explained = kubectl(crds, "explain", "kafkasource.spec.transactionBoundary")
+    assert explained.returncode == 0, explained.stderr
+    assert "one transaction per poll() batch" in explained.stdout
+    assert "onceflow" in kubectl(crds, "api-resources", "--categories=onceflow").stdout
+
+
+SOURCE: dict[str, Any] = {
+    "apiVersion": "onceflow.io/v1alpha1",
+    "kind": "KafkaSource",
+    "metadata": {"name": "orders", "namespace": "default"},
+    "spec": {"pipeline": "p", "topic": "t", "connector": {"type": "sequence"}},
+}
+JOB: dict[str, Any] = {
+    "apiVersion": "onceflow.io/v1alpha1",
+    "kind": "SparkJob",
+    "metadata": {"name": "agg", "namespace": "default"},
+    "spec": {
+        "pipeline": "p",
+        "input": {"topics": ["t"]},
+        "transform": {"sql": "SELECT * FROM input"},
+        "sink": {"kafka": {"topic": "out", "partitions": 3}},
+        "checkpoint": {"path": "/tmp/ck"},
+    },
+}
+PIPELINE: dict[str, Any] = {
+    "apiVersion": "onceflow.io/v1alpha1",
+    "kind": "Pipeline",
+    "metadata": {"name": "p", "namespace": "default"},
+    "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9092"}, "exactlyOnce": "enabled"},
+}
+
+
+def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    document = yaml.safe_load(yaml.safe_dump(base))
+    *parents, leaf = path.split(".")
+    node = document
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return document
+
+
+def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
+    for document in (PIPELINE, SOURCE, JOB):
+        result = kubectl(
+            crds, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(document)
+        )
+        assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        (_with(SOURCE, "spec.transactionBoundary", "sometimes"), "spec.transactionBoundary"),
+        (_with(SOURCE, "spec.exactlyOnceSupport", "maybe"), "spec.exactlyOnceSupport"),
+        (_with(SOURCE, "spec.tasksMax", -2), "spec.tasksMax"),
+        (
+            _with(SOURCE, "spec.transactionBoundaryIntervalMs", 100),
+            "spec.transactionBoundaryIntervalMs",
+        ),
+        (_with(SOURCE, "spec.topic", None), "spec.topic"),
+        (_with(SOURCE, "spec.connector.type", ""), "spec.connector.type"),
+        (_with(PIPELINE, "spec.exactlyOnce", "always"), "spec.exactlyOnce"),
+        (_with(PIPELINE, "spec.kafka", None), "spec.kafka"),
+        (_with(JOB, "spec.sink.files", {"path": "/out"}), "spec.sink"),
+        (_with(JOB, "spec.input.sources", ["s"]), "spec.input"),
+        (_with(JOB, "spec.sink.kafka.partitions", 0), "spec.sink.kafka.partitions"),
+        (_with(JOB, "spec.trigger", {"processingTime": "soon"}), "spec.trigger.processingTime"),
+    ],
+)
+def test_invalid_resources_are_rejected_naming_the_field(
+    crds: str, document: dict[str, Any], field: str
+) -> None:
+    result = kubectl(crds, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(document))
+    assert result.returncode != 0, f"accepted: {document}"
+    assert field in result.stderr, result.stderr
