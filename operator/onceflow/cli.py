@@ -69,6 +69,49 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_operator(args: argparse.Namespace) -> int:
+    import logging
+    import os
+    import random
+
+    import kopf
+
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    import onceflow.handlers  # noqa: F401 - registers the handlers with kopf
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    # Peers of equal priority would all pause; a random one makes exactly one active.
+    priority = args.priority if args.priority is not None else random.randint(1, 10**6)
+    kopf.run(
+        standalone=args.standalone,
+        namespaces=args.namespace or [],
+        clusterwide=not args.namespace,
+        priority=priority,
+        peering_name=args.peering,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    import yaml
+
+    from onceflow.api import parse_resources
+    from onceflow.render import render_resources
+
+    documents: list[Any] = []
+    for path in args.manifests:
+        documents.extend(yaml.safe_load_all(Path(path).read_text()))
+    try:
+        objects = render_resources(parse_resources(documents), args.generation, args.image)
+    except InvalidResourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(yaml.dump_all(objects, Dumper=block_text_dumper(yaml), sort_keys=False), end="")
+    return 0
+
+
 def _cmd_crds(args: argparse.Namespace) -> int:
     import yaml
 
@@ -80,6 +123,20 @@ def _cmd_crds(args: argparse.Namespace) -> int:
         (out / name).write_text(render_yaml(document, yaml))
         print(f"wrote {out / name}")
     return 0
+
+
+def block_text_dumper(yaml: Any) -> Any:
+    """A safe dumper writing multi-line strings (task configs) as readable blocks."""
+
+    class BlockTextDumper(yaml.SafeDumper):  # type: ignore[misc]
+        pass
+
+    def text(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    BlockTextDumper.add_representer(str, text)
+    return BlockTextDumper
 
 
 def render_yaml(document: object, yaml: Any) -> str:
@@ -119,6 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--timeout", type=float, default=120.0, help="seconds to reach the end")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=_cmd_audit)
+
+    operator = commands.add_parser("operator", help="run the Kubernetes operator (kopf)")
+    operator.add_argument("--namespace", action="append", help="watch only these namespaces")
+    operator.add_argument("--kubeconfig", help="default: in-cluster, then ~/.kube/config")
+    operator.add_argument("--peering", default="onceflow", help="KopfPeering object name")
+    operator.add_argument("--priority", type=int, help="peering priority (default: random)")
+    operator.add_argument(
+        "--standalone", action="store_true", help="no peering: only for a single replica"
+    )
+    operator.add_argument("--liveness", help="e.g. http://0.0.0.0:8080/healthz")
+    operator.add_argument("--verbose", action="store_true")
+    operator.set_defaults(handler=_cmd_operator)
+
+    render = commands.add_parser("render", help="print the objects the operator would create")
+    render.add_argument("manifests", nargs="+", help="YAML files with Pipeline and KafkaSource")
+    render.add_argument("--generation", type=int, default=1, help="generation to render")
+    render.add_argument("--image", default="ghcr.io/onceflow/onceflow:0.1.0", help="task image")
+    render.set_defaults(handler=_cmd_render)
 
     crds = commands.add_parser("crds", help="write the CRDs generated from the models")
     crds.add_argument("directory", help="output directory (crds/ in the repository)")

@@ -50,6 +50,13 @@ class ConnectorSpec(ApiModel):
     )
 
 
+class ResourceRequirements(ApiModel):
+    """Kubernetes resource quantities, e.g. {cpu: 500m, memory: 512Mi}."""
+
+    requests: dict[str, str] = Field(default_factory=dict, description="Requested quantities.")
+    limits: dict[str, str] = Field(default_factory=dict, description="Quantity limits.")
+
+
 class KafkaSourceSpec(ApiModel):
     """Desired state of a source."""
 
@@ -97,6 +104,13 @@ class KafkaSourceSpec(ApiModel):
         max_length=249,
         description="Compacted topic holding this source's offsets. "
         "Default: <transactionalIdPrefix>-<source>-offsets.",
+    )
+    image: str | None = Field(
+        default=None, description="Task image; default: the operator's own image."
+    )
+    resources: ResourceRequirements = Field(
+        default_factory=ResourceRequirements,
+        description="CPU/memory requests and limits of each task pod.",
     )
 
     @model_validator(mode="after")

@@ -45,7 +45,12 @@ class TaskSettings(ApiModel):
     mode: ExactlyOnceMode
     bootstrap_servers: str
     kafka_config: dict[str, str] = Field(
-        default_factory=dict, description="Extra librdkafka settings (auth, TLS)."
+        default_factory=dict, description="Extra librdkafka settings (no secrets)."
+    )
+    kafka_config_dir: str | None = Field(
+        default=None,
+        description="Directory of files named after librdkafka settings (a mounted "
+        "Secret): SASL/TLS credentials never travel inside the task config itself.",
     )
     topic: str
     offsets_topic: str

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.api.pipeline import Pipeline
+from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.source import KafkaSource
 from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
 from onceflow.model.names import offsets_topic, task_transactional_id
@@ -34,13 +34,16 @@ class DesiredTasks:
     source: KafkaSource
     task_configs: tuple[Mapping[str, Any], ...]
     bootstrap_servers: str
+    mode: ExactlyOnceMode
+    """The mode tasks run in: the rollout's current step on a cluster, not the target."""
+    kafka_config_dir: str | None = None
 
     @property
     def fingerprint(self) -> str:
         spec = self.source.spec
         return fingerprint(
             self.task_configs,
-            mode=self.pipeline.spec.exactly_once.value,
+            mode=self.mode.value,
             bootstrap=self.bootstrap_servers,
             prefix=self.pipeline.transactional_id_prefix,
             connector=spec.connector.type,
@@ -59,6 +62,7 @@ class DesiredTasks:
         generation: int,
         authority: GenerationAuthoritySpec,
         kafka_config: Mapping[str, str] | None = None,
+        metrics_port: int = 0,
     ) -> list[TaskSettings]:
         spec = self.source.spec
         prefix = self.pipeline.transactional_id_prefix
@@ -68,9 +72,10 @@ class DesiredTasks:
                 source=name,
                 task_id=task_id,
                 generation=generation,
-                mode=self.pipeline.spec.exactly_once,
+                mode=self.mode,
                 bootstrap_servers=self.bootstrap_servers,
                 kafka_config=dict(kafka_config or {}),
+                kafka_config_dir=self.kafka_config_dir,
                 topic=spec.topic,
                 offsets_topic=offsets_topic(self.pipeline, self.source),
                 transactional_id=task_transactional_id(prefix, name, task_id),
@@ -79,6 +84,7 @@ class DesiredTasks:
                 transaction_boundary=spec.transaction_boundary,
                 transaction_interval_ms=spec.transaction_interval_ms,
                 authority=authority,
+                metrics_port=metrics_port,
             )
             for task_id, config in enumerate(self.task_configs)
         ]
@@ -89,10 +95,15 @@ def desired_tasks(
     source: KafkaSource,
     task_configs: Sequence[Mapping[str, Any]],
     bootstrap_override: str | None = None,
+    *,
+    mode: ExactlyOnceMode | None = None,
+    kafka_config_dir: str | None = None,
 ) -> DesiredTasks:
     return DesiredTasks(
         pipeline,
         source,
         tuple(task_configs),
         bootstrap_override or pipeline.spec.kafka.bootstrap_servers,
+        mode or pipeline.spec.exactly_once,
+        kafka_config_dir,
     )

@@ -41,9 +41,9 @@ class KubernetesGenerationAuthority:
         from kubernetes import client, config
 
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            config.load_incluster_config()
         except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+            config.load_kube_config()
         obj = cast(
             dict[str, Any],
             client.CustomObjectsApi().get_namespaced_custom_object(

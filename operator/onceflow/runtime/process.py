@@ -53,11 +53,26 @@ class ThrottledPrinter:
         self._flush()
 
 
+def with_mounted_kafka_config(settings: TaskSettings) -> TaskSettings:
+    """Merges a mounted Secret's files (one librdkafka setting per file) into the
+    client settings; the Secret's keys win over the plain config."""
+    if not settings.kafka_config_dir:
+        return settings
+    mounted = {
+        path.name: path.read_text().strip()
+        for path in Path(settings.kafka_config_dir).iterdir()
+        if path.is_file() and not path.name.startswith(".")
+    }
+    return settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
+
+
 def run_task_process(settings_path: str) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
-    settings = TaskSettings.model_validate_json(Path(settings_path).read_text())
+    settings = with_mounted_kafka_config(
+        TaskSettings.model_validate_json(Path(settings_path).read_text())
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

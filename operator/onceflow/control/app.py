@@ -1,0 +1,27 @@
+"""The operator's long-lived parts, built once at startup and shared by handlers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from onceflow.control.kube import KubeClient, load_config
+from onceflow.control.pipeline import PipelineReconciler
+from onceflow.control.source import SourceReconciler
+
+# Task pods run the operator's own image unless a source names another; the chart
+# sets this from the operator Deployment's image.
+DEFAULT_TASK_IMAGE = "ghcr.io/onceflow/onceflow:0.1.0"
+
+
+@dataclass
+class Controllers:
+    kube: KubeClient
+    sources: SourceReconciler
+    pipelines: PipelineReconciler
+
+
+def build_controllers() -> Controllers:
+    kube = KubeClient(load_config(os.environ.get("KUBECONFIG")))
+    image = os.environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE)
+    return Controllers(kube, SourceReconciler(kube, image), PipelineReconciler(kube))

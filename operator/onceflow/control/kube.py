@@ -1,0 +1,161 @@
+"""The Kubernetes boundary: every API call the reconcilers make goes through here.
+
+Objects cross it as plain dicts (the API's JSON), so the layers above never see
+kubernetes-client model classes. Status writes carry the resourceVersion that was
+read: a stale writer (another operator replica, or a reconcile that raced) gets
+``StaleStatusError`` instead of overwriting newer truth.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from onceflow.api.base import API_GROUP, API_VERSION
+
+Obj = dict[str, Any]
+HTTP_NOT_FOUND, HTTP_CONFLICT = 404, 409
+
+
+class StaleStatusError(Exception):
+    """The object changed since it was read; re-observe and decide again."""
+
+
+def load_config(kubeconfig: str | None = None) -> client.ApiClient:
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeClient:
+    """Typed-enough access to the objects Onceflow reads and writes."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def _plain(self, obj: Any) -> Obj:
+        return cast(Obj, self.api.sanitize_for_serialization(obj))
+
+    # -- custom resources -----------------------------------------------------------
+
+    def get(self, plural: str, namespace: str, name: str) -> Obj | None:
+        try:
+            return cast(
+                Obj,
+                self.custom.get_namespaced_custom_object(
+                    API_GROUP, API_VERSION, namespace, plural, name
+                ),
+            )
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return None
+            raise
+
+    def list_objects(self, plural: str, namespace: str) -> list[Obj]:
+        listing = self.custom.list_namespaced_custom_object(
+            API_GROUP, API_VERSION, namespace, plural
+        )
+        return cast(list[Obj], listing["items"])
+
+    def replace_status(self, plural: str, obj: Obj, status: Obj) -> Obj:
+        """Writes ``status`` if ``obj`` is still the latest version; returns the new object."""
+        body = {**obj, "status": status}
+        meta = obj["metadata"]
+        try:
+            return cast(
+                Obj,
+                self.custom.replace_namespaced_custom_object_status(
+                    API_GROUP, API_VERSION, meta["namespace"], plural, meta["name"], body
+                ),
+            )
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                raise StaleStatusError(f"{plural}/{meta['name']} changed; re-observing") from None
+            raise
+
+    # -- pods and config ------------------------------------------------------------
+
+    def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self._plain(p) for p in pods.items]
+
+    def create_pod(self, manifest: Obj) -> bool:
+        """True if created, False if a pod of that name already exists."""
+        try:
+            self.core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+            return True
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                return False
+            raise
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds)
+        except ApiException as error:
+            if error.status != HTTP_NOT_FOUND:
+                raise
+
+    def apply_configmap(self, manifest: Obj) -> None:
+        """ConfigMaps of a generation never change once written: create or keep."""
+        try:
+            self.core.create_namespaced_config_map(manifest["metadata"]["namespace"], manifest)
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
+
+    def delete_configmaps(self, namespace: str, selector: str, keep: str | None) -> None:
+        maps = self.core.list_namespaced_config_map(namespace, label_selector=selector)
+        for item in maps.items:
+            if item.metadata.name != keep:
+                try:
+                    self.core.delete_namespaced_config_map(item.metadata.name, namespace)
+                except ApiException as error:
+                    if error.status != HTTP_NOT_FOUND:
+                        raise
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        secret = self.core.read_namespaced_secret(name, namespace)
+        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+
+    # -- events ---------------------------------------------------------------------
+
+    def event(self, obj: Obj, reason: str, message: str, warning: bool = False) -> None:
+        """A core/v1 Event on ``obj``; best effort, never fails the reconcile."""
+        meta = obj["metadata"]
+        stamp = now_rfc3339()
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "onceflow-operator"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException:
+            return

@@ -1,0 +1,74 @@
+"""The gated two-phase rollout of a pipeline's exactly-once mode (DESIGN 3.3).
+
+``disabled -> preparing -> enabled`` and back the same way, one step at a time, and
+a step is taken only when every workload runs the current mode and is ready. Going
+up, consumers switch to read_committed (preparing) before any producer becomes
+transactional (enabled); going down, producers leave transactions (preparing) before
+consumers stop reading committed (disabled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from onceflow.api.pipeline import ExactlyOnceMode
+
+ORDER = (ExactlyOnceMode.DISABLED, ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED)
+
+
+def next_mode(current: ExactlyOnceMode, target: ExactlyOnceMode) -> ExactlyOnceMode:
+    """One step from ``current`` toward ``target``; never a jump."""
+    here, there = ORDER.index(current), ORDER.index(target)
+    if here == there:
+        return current
+    return ORDER[here + (1 if there > here else -1)]
+
+
+@dataclass(frozen=True)
+class WorkloadObservation:
+    kind: str
+    name: str
+    observed_mode: ExactlyOnceMode | None
+    ready: bool
+    message: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class RolloutDecision:
+    current: ExactlyOnceMode
+    """The mode to publish in status; workloads converge on it."""
+    step: str
+    waiting_for: tuple[str, ...]
+    advanced: bool
+
+    @property
+    def settled(self) -> bool:
+        return not self.waiting_for and not self.advanced
+
+
+def decide_rollout(
+    current: ExactlyOnceMode,
+    target: ExactlyOnceMode,
+    workloads: Sequence[WorkloadObservation],
+) -> RolloutDecision:
+    lagging = tuple(w.label for w in workloads if w.observed_mode is not current or not w.ready)
+    if lagging:
+        done = len(workloads) - len(lagging)
+        reasons = "; ".join(
+            f"{w.label}: {w.message}" for w in workloads if w.label in lagging and w.message
+        )
+        step = f"waiting for {len(lagging)}/{len(workloads)} workloads in {current} ({done} ready)"
+        return RolloutDecision(
+            current, step + (f": {reasons}" if reasons else ""), lagging, advanced=False
+        )
+    if current is target:
+        return RolloutDecision(current, f"stable in {current}", (), advanced=False)
+    following = next_mode(current, target)
+    return RolloutDecision(
+        following, f"moving from {current} to {following} (target {target})", (), advanced=True
+    )

@@ -1,0 +1,132 @@
+"""Kubernetes objects of a task generation, built from specs with no I/O.
+
+A generation is one ConfigMap (every task's TaskSettings as JSON) and one bare pod
+per task, owned by the KafkaSource. Bare pods, not a Deployment or StatefulSet: the
+operator must decide exactly which generation runs and when each pod may start
+(after fencing), which no built-in controller can be told.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from onceflow.api.base import GROUP_VERSION
+from onceflow.api.source import KafkaSource
+from onceflow.api.task import TaskSettings
+from onceflow.model.names import task_pod_name
+
+CONFIG_MOUNT = "/etc/onceflow"
+KAFKA_SECRET_MOUNT = "/etc/onceflow-kafka"
+TASK_SERVICE_ACCOUNT = "onceflow-task"
+METRICS_PORT = 9404
+# Tasks finish their open transaction on SIGTERM; 30 s covers a commit retried
+# against a slow broker. Past it the operator fences, so nothing is lost by waiting less.
+TASK_GRACE_SECONDS = 30
+
+LABEL_SOURCE = "onceflow.io/source"
+LABEL_GENERATION = "onceflow.io/generation"
+LABEL_TASK = "onceflow.io/task"
+LABEL_MODE = "onceflow.io/mode"
+
+Manifest = dict[str, Any]
+
+
+def configmap_name(source: str, generation: int) -> str:
+    return f"{source}-g{generation}"
+
+
+def owner_references(source: KafkaSource) -> list[dict[str, Any]]:
+    """Owned by the KafkaSource; none when rendering offline (no uid exists yet)."""
+    if not source.metadata.uid:
+        return []
+    return [
+        {
+            "apiVersion": GROUP_VERSION,
+            "kind": "KafkaSource",
+            "name": source.metadata.name,
+            "uid": source.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def task_labels(source: str, generation: int, task_id: int, mode: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "onceflow-task",
+        "app.kubernetes.io/managed-by": "onceflow",
+        LABEL_SOURCE: source,
+        LABEL_GENERATION: str(generation),
+        LABEL_TASK: str(task_id),
+        LABEL_MODE: mode,
+    }
+
+
+def generation_configmap(source: KafkaSource, settings: Sequence[TaskSettings]) -> Manifest:
+    generation = settings[0].generation
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": configmap_name(source.metadata.name, generation),
+            "namespace": source.metadata.namespace,
+            "labels": {LABEL_SOURCE: source.metadata.name, LABEL_GENERATION: str(generation)},
+            "ownerReferences": owner_references(source),
+        },
+        "data": {
+            f"task-{s.task_id}.json": json.dumps(s.to_wire(), indent=2, sort_keys=True)
+            for s in settings
+        },
+    }
+
+
+def task_pod(
+    source: KafkaSource,
+    settings: TaskSettings,
+    default_image: str,
+    kafka_secret: str | None = None,
+) -> Manifest:
+    name = source.metadata.name
+    resources = source.spec.resources
+    mounts: list[Manifest] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
+    volumes: list[Manifest] = [
+        {"name": "config", "configMap": {"name": configmap_name(name, settings.generation)}}
+    ]
+    if kafka_secret:
+        mounts.append({"name": "kafka", "mountPath": KAFKA_SECRET_MOUNT, "readOnly": True})
+        volumes.append({"name": "kafka", "secret": {"secretName": kafka_secret}})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": task_pod_name(name, settings.generation, settings.task_id),
+            "namespace": source.metadata.namespace,
+            "labels": task_labels(name, settings.generation, settings.task_id, settings.mode.value),
+            "ownerReferences": owner_references(source),
+        },
+        "spec": {
+            # Exit 0 is "stopped or superseded": such a pod must stay down. Any other
+            # exit (75 fenced while current, 1 error) restarts in place.
+            "restartPolicy": "OnFailure",
+            "serviceAccountName": TASK_SERVICE_ACCOUNT,
+            "terminationGracePeriodSeconds": TASK_GRACE_SECONDS,
+            "containers": [
+                {
+                    "name": "task",
+                    "image": source.spec.image or default_image,
+                    "command": [
+                        "onceflow",
+                        "task",
+                        "--config",
+                        f"{CONFIG_MOUNT}/task-{settings.task_id}.json",
+                    ],
+                    "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+                    "resources": resources.to_wire(),
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        },
+    }
