@@ -74,13 +74,21 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     import os
     import random
 
-    import kopf
-
+    # Before kopf or kubernetes are imported: the client reads KUBECONFIG at import.
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
+    for option in ("port", "addr", "host", "cert", "key", "ca"):
+        value = getattr(args, f"webhook_{option}")
+        if value:
+            os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
+    import kopf
+
     import onceflow.handlers  # noqa: F401 - registers the handlers with kopf
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO)
+    if not args.verbose:
+        # kopf logs every successful timer tick at INFO: once a second per object.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     # Peers of equal priority would all pause; a random one makes exactly one active.
     priority = args.priority if args.priority is not None else random.randint(1, 10**6)
     kopf.run(
@@ -88,7 +96,8 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         namespaces=args.namespace or [],
         clusterwide=not args.namespace,
         priority=priority,
-        peering_name=args.peering,
+        # Naming a peering makes kopf insist on it; a standalone operator has none.
+        peering_name=None if args.standalone else args.peering,
         liveness_endpoint=args.liveness,
     )
     return 0
@@ -186,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--standalone", action="store_true", help="no peering: only for a single replica"
     )
     operator.add_argument("--liveness", help="e.g. http://0.0.0.0:8080/healthz")
+    operator.add_argument("--webhook-port", type=int, help="serve the validating webhook")
+    operator.add_argument("--webhook-addr", help="listen address (default 0.0.0.0)")
+    operator.add_argument("--webhook-host", help="host name the API server calls")
+    operator.add_argument("--webhook-cert", help="TLS certificate file")
+    operator.add_argument("--webhook-key", help="TLS private key file")
+    operator.add_argument("--webhook-ca", help="CA bundle the API server trusts")
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(handler=_cmd_operator)
 

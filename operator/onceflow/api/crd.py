@@ -172,6 +172,51 @@ def crd(definition: KindDefinition) -> Schema:
     }
 
 
+def peering_crd(kind: str, plural: str, scope: str) -> Schema:
+    """kopf's peering objects: operator replicas announce themselves there, and all
+    but the highest-priority one pause, so two replicas never act at once."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.kopf.dev",
+            "labels": {"app.kubernetes.io/part-of": "onceflow"},
+        },
+        "spec": {
+            "group": "kopf.dev",
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "Operator replicas seen alive, with priorities.",
+                            "properties": {
+                                "status": {
+                                    "type": "object",
+                                    "description": "Written by kopf: one entry per replica.",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def crd_documents() -> dict[str, Schema]:
-    """File name -> CRD, for every kind."""
-    return {f"{d.plural}.{API_GROUP}.yaml": crd(d) for d in KINDS}
+    """File name -> CRD, for every kind and for kopf's peering."""
+    documents = {f"{d.plural}.{API_GROUP}.yaml": crd(d) for d in KINDS}
+    documents["kopfpeerings.kopf.dev.yaml"] = peering_crd(
+        "KopfPeering", "kopfpeerings", "Namespaced"
+    )
+    documents["clusterkopfpeerings.kopf.dev.yaml"] = peering_crd(
+        "ClusterKopfPeering", "clusterkopfpeerings", "Cluster"
+    )
+    return documents
