@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -126,3 +127,148 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
         interval_s=2,
     )
     _audit_clean(kafka_bootstrap, topic, LIMIT)
+
+
+def _settle_enabled(cluster: Cluster, bootstrap: str, topic: str, tasks: int, limit: int) -> None:
+    cluster.create("pipelines", pipeline(bootstrap, "enabled"))
+    cluster.create("kafkasources", source(tasks, topic, limit))
+    wait_for(
+        lambda: (
+            cluster.condition("pipelines", "orders", "Ready").get("status") == "True"
+            and cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+        ),
+        120,
+        "pipeline and source Ready in enabled",
+    )
+
+
+def test_scale_down_fences_before_new_pods_and_a_resumed_zombie_writes_nothing(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, kubelet = operator
+    topic = f"op-{uuid.uuid4().hex[:6]}"
+    limit = 4000
+    _settle_enabled(cluster, kafka_bootstrap, topic, 3, limit)
+    before = cluster.status("kafkasources", "counter")["generation"]
+    zombie_pod = f"counter-g{before}-2"
+    zombie = kubelet.process(zombie_pod)
+    zombie.send_signal(signal.SIGSTOP)
+    kubelet.lose(zombie_pod)  # its node is partitioned: deletion cannot reach it
+
+    fenced_at: list[int] = []
+    pods_added: list[int] = []
+
+    def watch_source() -> None:
+        for event in watch.Watch().stream(
+            cluster.custom.list_namespaced_custom_object,
+            "onceflow.io",
+            "v1alpha1",
+            cluster.namespace,
+            "kafkasources",
+            timeout_seconds=60,
+        ):
+            status = event["object"].get("status") or {}
+            if status.get("fencedGeneration") == before + 1:
+                fenced_at.append(int(event["object"]["metadata"]["resourceVersion"]))
+                return
+
+    def watch_pods() -> None:
+        for event in watch.Watch().stream(
+            cluster.core.list_namespaced_pod,
+            cluster.namespace,
+            label_selector=f"onceflow.io/generation={before + 1}",
+            timeout_seconds=60,
+        ):
+            if event["type"] == "ADDED":
+                pods_added.append(int(event["object"].metadata.resource_version))
+            if len(pods_added) == 2:
+                return
+
+    watchers = [threading.Thread(target=f, daemon=True) for f in (watch_source, watch_pods)]
+    for w in watchers:
+        w.start()
+    cluster.patch_spec("kafkasources", "counter", {"tasksMax": 2})
+    for w in watchers:
+        w.join(70)
+    assert fenced_at and len(pods_added) == 2, (fenced_at, pods_added)
+    assert fenced_at[0] < min(pods_added), "a pod of the new generation existed before fencing"
+    reasons = [e.reason for e in cluster.events("counter")]
+    assert reasons.index("Fenced") < reasons.index("PodsCreated", reasons.index("Fenced"))
+
+    wait_for(
+        lambda: _finished(cluster, kafka_bootstrap, topic, limit),
+        240,
+        "every stream to reach the limit",
+        interval_s=2,
+    )
+    zombie.send_signal(signal.SIGCONT)
+    assert zombie.wait(60) == 0, "the zombie finds itself superseded and exits 0"
+    assert "superseded" in kubelet.log_of(zombie_pod)
+    _audit_clean(kafka_bootstrap, topic, limit)
+
+
+def test_fencing_failure_degrades_and_a_restarted_operator_finishes_the_step(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, first, _ = operator
+    topic = f"op-{uuid.uuid4().hex[:6]}"
+    limit = 1500
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    cluster.create(
+        "pipelines", pipeline(kafka_bootstrap, "enabled", authSecretRef={"name": "kafka-auth"})
+    )
+    cluster.create("kafkasources", source(3, topic, limit))
+    wait_for(
+        lambda: (
+            cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+            and cluster.status("pipelines", "orders")["exactlyOnce"]["current"] == "enabled"
+        ),
+        120,
+        "the source Ready in enabled",
+    )
+    generation = cluster.status("kafkasources", "counter")["generation"]
+
+    # The broker speaks plaintext: a TLS client cannot initialise transactions.
+    cluster.secret("kafka-auth", {"security.protocol": "ssl"})
+    cluster.patch_spec("kafkasources", "counter", {"tasksMax": 2})
+    wait_for(
+        lambda: (
+            cluster.condition("kafkasources", "counter", "Degraded").get("reason")
+            == "FencingFailed"
+        ),
+        60,
+        "fencing to fail and be reported",
+    )
+    degraded = cluster.condition("kafkasources", "counter", "Degraded")
+    assert "no pod of generation" in degraded["message"]
+    status = cluster.status("kafkasources", "counter")
+    assert status["generation"] == generation + 1, "the intent was recorded"
+    assert status["fencedGeneration"] == generation
+    assert cluster.pods(f"onceflow.io/generation={generation + 1}") == []
+
+    first.kill()
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    second = OperatorProcess(first.kubeconfig, first.namespace, first.log).start()
+    try:
+        wait_for(
+            lambda: (
+                cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+                and cluster.status("kafkasources", "counter")["fencedGeneration"] == generation + 1
+            ),
+            90,
+            "the restarted operator to finish the generation",
+        )
+        pods = cluster.pods("onceflow.io/source=counter")
+        assert sorted(p.metadata.name for p in pods) == [
+            f"counter-g{generation + 1}-0",
+            f"counter-g{generation + 1}-1",
+        ]
+        wait_for(
+            lambda: _finished(cluster, kafka_bootstrap, topic, limit),
+            240,
+            "every stream to reach the limit",
+            interval_s=2,
+        )
+        _audit_clean(kafka_bootstrap, topic, limit)
+    finally:
+        second.stop()

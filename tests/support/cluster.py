@@ -143,7 +143,12 @@ class OperatorProcess:
                 stdout=log,
                 stderr=log,
                 cwd=ROOT,
-                env={**os.environ, "PYTHONPATH": str(ROOT), "ONCEFLOW_TASK_IMAGE": "local"},
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(ROOT),
+                    "ONCEFLOW_TASK_IMAGE": "local",
+                    "ONCEFLOW_FENCE_TIMEOUT_S": "5",
+                },
             )
         return self
 

@@ -159,26 +159,29 @@ class LocalKubelet:
         self._report(pod, container, running=True)
 
     def _materialise_volumes(self, pod: Any, root: Path) -> dict[str, Path]:
-        mounts: dict[str, Path] = {}
+        """Writes volumes to local folders; paths inside config files are rewritten
+        too, since every local process shares this one filesystem."""
+        container = pod.spec.containers[0]
+        mounts = {m.mount_path: root / m.name for m in container.volume_mounts or []}
         volumes = {v.name: v for v in pod.spec.volumes or []}
-        for mount in pod.spec.containers[0].volume_mounts or []:
+        for mount in container.volume_mounts or []:
             volume = volumes[mount.name]
-            target = root / mount.name
+            target = mounts[mount.mount_path]
             target.mkdir(parents=True, exist_ok=True)
             if volume.config_map is not None:
-                data = (
-                    self.core.read_namespaced_config_map(
-                        volume.config_map.name, self.namespace
-                    ).data
-                    or {}
+                source = self.core.read_namespaced_config_map(
+                    volume.config_map.name, self.namespace
                 )
-                for key, value in data.items():
-                    (target / key).write_text(self._without_fixed_ports(key, value))
+                for key, value in (source.data or {}).items():
+                    text = value
+                    for mount_path, local in mounts.items():
+                        text = text.replace(f'"{mount_path}"', f'"{local}"')
+                        text = text.replace(f'"{mount_path}/', f'"{local}/')
+                    (target / key).write_text(self._without_fixed_ports(key, text))
             elif volume.secret is not None:
                 secret = self.core.read_namespaced_secret(volume.secret.secret_name, self.namespace)
                 for key, value in (secret.data or {}).items():
                     (target / key).write_bytes(base64.b64decode(value))
-            mounts[mount.mount_path] = target
         return mounts
 
     @staticmethod

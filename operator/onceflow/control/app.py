@@ -24,4 +24,8 @@ class Controllers:
 def build_controllers() -> Controllers:
     kube = KubeClient(load_config(os.environ.get("KUBECONFIG")))
     image = os.environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE)
-    return Controllers(kube, SourceReconciler(kube, image), PipelineReconciler(kube))
+    # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
+    # reported as Degraded and retried with backoff rather than waited on.
+    fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))
+    sources = SourceReconciler(kube, image, fence_timeout_s=fence_timeout)
+    return Controllers(kube, sources, PipelineReconciler(kube))

@@ -75,6 +75,7 @@ class SourceReconciler:
     kube: KubeClient
     default_image: str
     fence: Fence = fence_transactional_ids
+    fence_timeout_s: float = 30.0
     fence_failures: dict[str, int] = field(default_factory=dict)
     next_fence_attempt: dict[str, float] = field(default_factory=dict)
 
@@ -244,7 +245,10 @@ class SourceReconciler:
             if time.monotonic() < self.next_fence_attempt.get(key, 0.0):
                 raise RetryLaterError("fencing backoff")
             report = self.fence(
-                desired.bootstrap_servers, plan.fence_ids, extra=self._kafka_config(pipeline)
+                desired.bootstrap_servers,
+                plan.fence_ids,
+                extra=self._kafka_config(pipeline),
+                timeout_s=self.fence_timeout_s,
             )
             if not report.ok:
                 failures = self.fence_failures.get(key, 0)
@@ -355,7 +359,10 @@ class SourceReconciler:
             pipeline = Pipeline.model_validate(pipeline_obj)
             ids = task_transactional_ids(pipeline.transactional_id_prefix, name, record.task_count)
             report = self.fence(
-                pipeline.spec.kafka.bootstrap_servers, ids, extra=self._kafka_config(pipeline)
+                pipeline.spec.kafka.bootstrap_servers,
+                ids,
+                extra=self._kafka_config(pipeline),
+                timeout_s=self.fence_timeout_s,
             )
             if not report.ok:
                 raise RetryLaterError(f"fencing before deletion: {report.summary()}", 5.0)
