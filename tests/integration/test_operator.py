@@ -13,6 +13,7 @@ import pytest
 from kubernetes import watch
 
 from onceflow.eos.audit_reader import read_sequences
+from onceflow.eos.consume import end_offsets
 from onceflow.logic.audit import audit_sequences
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
 from tests.support.kubelet import LocalKubelet
@@ -272,3 +273,75 @@ def test_fencing_failure_degrades_and_a_restarted_operator_finishes_the_step(
         _audit_clean(kafka_bootstrap, topic, limit)
     finally:
         second.stop()
+
+
+def test_a_workload_that_never_gets_ready_holds_the_rollout_and_is_named(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "preparing"))
+    cluster.create("kafkasources", source(2, f"op-{uuid.uuid4().hex[:6]}"))
+    wait_for(
+        lambda: cluster.condition("pipelines", "orders", "Ready").get("status") == "True",
+        90,
+        "the pipeline settled in preparing",
+    )
+    # A SparkJob reports nothing until a reconciler runs it: it is never ready.
+    cluster.create(
+        "sparkjobs",
+        {
+            "kind": "SparkJob",
+            "metadata": {"name": "agg"},
+            "spec": {
+                "pipeline": "orders",
+                "input": {"sources": ["counter"]},
+                "transform": {"sql": "SELECT * FROM input"},
+                "sink": {"kafka": {"topic": "agg.out", "partitions": 2}},
+                "checkpoint": {"path": "/tmp/agg"},
+            },
+        },
+    )
+    cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
+    wait_for(
+        lambda: (
+            cluster.status("pipelines", "orders")["exactlyOnce"]["waitingFor"] == ["SparkJob/agg"]
+        ),
+        30,
+        "the rollout to wait for the SparkJob",
+    )
+    rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
+    assert rollout["current"] == "preparing"
+    assert rollout["target"] == "enabled"
+    assert "SparkJob/agg" in rollout["step"]
+    assert cluster.condition("pipelines", "orders", "Ready")["status"] == "False"
+
+
+def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, kubelet = operator
+    topic = f"op-{uuid.uuid4().hex[:6]}"
+    _settle_enabled(cluster, kafka_bootstrap, topic, 2, 100_000)
+    generation = cluster.status("kafkasources", "counter")["generation"]
+    survivor = kubelet.process(f"counter-g{generation}-0")
+    survivor.send_signal(signal.SIGSTOP)
+    kubelet.lose(f"counter-g{generation}-0")
+
+    cluster.delete("kafkasources", "counter")
+    wait_for(
+        lambda: (
+            not [
+                s
+                for s in cluster.custom.list_namespaced_custom_object(
+                    "onceflow.io", "v1alpha1", cluster.namespace, "kafkasources"
+                )["items"]
+            ]
+        ),
+        60,
+        "the finalizer to let the source go",
+    )
+    wait_for(lambda: cluster.pods("onceflow.io/source=counter") == [], 60, "pods to be gone")
+    survivor.send_signal(signal.SIGCONT)
+    assert survivor.wait(60) == 0, "fenced by the finalizer, its source gone: superseded"
+    kept = end_offsets(kafka_bootstrap, f"{cluster.namespace}.orders-counter-offsets")
+    assert sum(kept.values()) > 0, "offsets are data: deletion keeps them"

@@ -9,10 +9,14 @@ generation, so a task can never see itself as current after its successor was pl
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol
 
 from onceflow.api.task import FileAuthority, GenerationAuthoritySpec, KubernetesAuthority
+
+HTTP_NOT_FOUND = 404
+SOURCE_DELETED = sys.maxsize
 
 
 class GenerationAuthority(Protocol):
@@ -39,17 +43,20 @@ class KubernetesGenerationAuthority:
 
     def current_generation(self) -> int:
         from kubernetes import client, config
+        from kubernetes.client.rest import ApiException
 
         try:
             config.load_incluster_config()
         except config.ConfigException:
             config.load_kube_config()
-        obj = cast(
-            dict[str, Any],
-            client.CustomObjectsApi().get_namespaced_custom_object(
+        try:
+            obj = client.CustomObjectsApi().get_namespaced_custom_object(
                 "onceflow.io", "v1alpha1", self.namespace, "kafkasources", self.name
-            ),
-        )
+            )
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return SOURCE_DELETED  # every generation of a deleted source is superseded
+            raise
         return int((obj.get("status") or {}).get("generation") or 0)
 
 
