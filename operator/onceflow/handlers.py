@@ -41,6 +41,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
+    # A standby takes over this long after the active replica's last heartbeat.
+    settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
     port = os.environ.get("ONCEFLOW_WEBHOOK_PORT")
     if port:
         settings.admission.server = kopf.WebhookServer(

@@ -15,7 +15,13 @@ from kubernetes import watch
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import end_offsets
 from onceflow.logic.audit import audit_sequences
-from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.cluster import (
+    Cluster,
+    OperatorProcess,
+    install_crds,
+    new_namespace,
+    running_operator,
+)
 from tests.support.kubelet import LocalKubelet
 from tests.support.tasks import wait_for
 
@@ -345,3 +351,55 @@ def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     assert survivor.wait(60) == 0, "fenced by the finalizer, its source gone: superseded"
     kept = end_offsets(kafka_bootstrap, f"{cluster.namespace}.orders-counter-offsets")
     assert sum(kept.values()) > 0, "offsets are data: deletion keeps them"
+
+
+def test_two_operator_replicas_never_act_together(
+    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    install_crds(kubeconfig)
+    namespace = new_namespace(kubeconfig, "peer")
+    cluster = Cluster(kubeconfig, namespace)
+    cluster.custom.create_namespaced_custom_object(
+        "kopf.dev",
+        "v1",
+        namespace,
+        "kopfpeerings",
+        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "onceflow"}},
+    )
+    kubelet = LocalKubelet(kubeconfig, namespace, tmp_path / "kubelet").start()
+    low = OperatorProcess(kubeconfig, namespace, tmp_path / "low.log", ("--priority", "100"))
+    high = OperatorProcess(kubeconfig, namespace, tmp_path / "high.log", ("--priority", "200"))
+    try:
+        high.start()
+        low.start()
+        # kopf starts every replica paused; only the highest priority resumes.
+        wait_for(
+            lambda: "Resuming operations" in (tmp_path / "high.log").read_text(),
+            60,
+            "the higher-priority replica to become active",
+        )
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        cluster.create("kafkasources", source(1, f"peer-{uuid.uuid4().hex[:6]}"))
+        wait_for(
+            lambda: cluster.condition("kafkasources", "counter", "Ready").get("status") == "True",
+            60,
+            "the active replica to run the source",
+        )
+        assert "Resuming" not in (tmp_path / "low.log").read_text()
+
+        high.kill()
+        wait_for(
+            lambda: "Resuming operations" in (tmp_path / "low.log").read_text(),
+            120,
+            "the standby to take over once the active replica is gone",
+        )
+        cluster.patch_spec("kafkasources", "counter", {"tasksMax": 2})
+        wait_for(
+            lambda: cluster.status("kafkasources", "counter").get("readyTasks") == 2,
+            60,
+            "the new active replica to reconcile",
+        )
+    finally:
+        low.stop()
+        high.stop()
+        kubelet.stop()

@@ -148,6 +148,7 @@ class OperatorProcess:
                     "PYTHONPATH": str(ROOT),
                     "ONCEFLOW_TASK_IMAGE": "local",
                     "ONCEFLOW_FENCE_TIMEOUT_S": "5",
+                    "ONCEFLOW_PEERING_LIFETIME_S": "10",
                 },
             )
         return self

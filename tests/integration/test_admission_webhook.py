@@ -1,0 +1,231 @@
+"""The validating webhook on a real API server: connector-level preflight rules that
+no schema can express, answered before anything is stored."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
+from tests.support.tasks import wait_for
+from tests.support.testbed import kubectl_path
+
+pytestmark = pytest.mark.k8s
+
+
+def _certificates(directory: Path) -> dict[str, Path]:
+    """A throwaway CA and a serving certificate for 127.0.0.1."""
+    paths = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "cert", "key")}
+    run = lambda *args: subprocess.run(args, check=True, capture_output=True)  # noqa: E731
+    run(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=webhook-ca",
+        "-keyout",
+        str(paths["ca-key"]),
+        "-out",
+        str(paths["ca"]),
+    )
+    run(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(paths["key"]),
+        "-out",
+        str(directory / "csr.pem"),
+    )
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        str(directory / "csr.pem"),
+        "-CA",
+        str(paths["ca"]),
+        "-CAkey",
+        str(paths["ca-key"]),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(directory / "san.ext"),
+        "-out",
+        str(paths["cert"]),
+    )
+    return paths
+
+
+@pytest.fixture(scope="module")
+def webhook(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    install_crds(kubeconfig)
+    workdir = tmp_path_factory.mktemp("webhook")
+    certs = _certificates(workdir)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    namespace = new_namespace(kubeconfig, "hook")
+    operator = OperatorProcess(
+        kubeconfig,
+        namespace,
+        workdir / "operator.log",
+        (
+            "--standalone",
+            "--webhook-port",
+            str(port),
+            "--webhook-addr",
+            "127.0.0.1",
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-cert",
+            str(certs["cert"]),
+            "--webhook-key",
+            str(certs["key"]),
+            "--webhook-ca",
+            str(certs["ca"]),
+        ),
+    ).start()
+    cluster = Cluster(kubeconfig, namespace)
+    admission = client.AdmissionregistrationV1Api(cluster.api)
+
+    def registered() -> bool:
+        names = [w.metadata.name for w in admission.list_validating_webhook_configuration().items]
+        return "validation.onceflow.io" in names
+
+    try:
+        wait_for(registered, 60, "kopf to register the validating webhook")
+        cluster.create("pipelines", _pipeline("enabled"))
+        yield cluster
+    finally:
+        operator.stop()
+        admission.delete_validating_webhook_configuration("validation.onceflow.io")
+
+
+def _pipeline(mode: str) -> dict[str, Any]:
+    return {
+        "kind": "Pipeline",
+        "metadata": {"name": "orders"},
+        "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9092"}, "exactlyOnce": mode},
+    }
+
+
+def _source(**spec: Any) -> dict[str, Any]:
+    base = {"pipeline": "orders", "topic": "t", "connector": {"type": "sequence"}}
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "src"},
+        "spec": {**base, **spec},
+    }
+
+
+def _job(delivery: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "SparkJob",
+        "metadata": {"name": "agg"},
+        "spec": {
+            "pipeline": "orders",
+            "input": {"topics": ["t"]},
+            "transform": {"sql": "SELECT * FROM input"},
+            "sink": {"kafka": {"topic": "out", "partitions": 2, "delivery": delivery}},
+            "checkpoint": {"path": "/tmp/agg"},
+        },
+    }
+
+
+def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            kubectl_path(),
+            "--kubeconfig",
+            cluster.kubeconfig,
+            "-n",
+            cluster.namespace,
+            "apply",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        input=yaml.safe_dump(document),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (_source(connector={"type": "nosuch"}), "spec.connector.type: unknown connector 'nosuch'"),
+        (
+            _source(connector={"type": "sequence", "config": {"streams": 0}}),
+            "spec.connector.config.streams: must be an integer >= 1",
+        ),
+        (
+            _source(connector={"type": "sequence", "config": {"colour": "red"}}),
+            "spec.connector.config.colour: unknown setting",
+        ),
+        (
+            _source(transactionBoundary="connector"),
+            "spec.transactionBoundary: connector 'sequence' cannot define transaction boundaries",
+        ),
+        (
+            _source(
+                exactlyOnceSupport="required",
+                connector={"type": "tests.support.connectors:AtLeastOnceConnector"},
+            ),
+            "spec.exactlyOnceSupport: required, but connector",
+        ),
+        (_job("atLeastOnce"), "spec.sink.kafka.delivery: atLeastOnce"),
+    ],
+)
+def test_webhook_rejects_with_the_field_and_the_fix(
+    webhook: Cluster, document: dict[str, Any], message: str
+) -> None:
+    result = _apply(webhook, document)
+    assert result.returncode != 0, result.stdout
+    assert message in result.stderr, result.stderr
+
+
+def test_valid_objects_pass_and_a_missing_pipeline_only_warns(webhook: Cluster) -> None:
+    assert _apply(webhook, _job("exactlyOnce")).returncode == 0
+    orphan = _source()
+    orphan["spec"]["pipeline"] = "later"
+    result = _apply(webhook, orphan)
+    assert result.returncode == 0, result.stderr
+    assert "no Pipeline 'later'" in result.stderr
+
+
+def test_enabling_a_pipeline_with_an_at_least_once_job_is_refused(webhook: Cluster) -> None:
+    webhook.create("pipelines", {**_pipeline("disabled"), "metadata": {"name": "legacy"}})
+    job = _job("atLeastOnce")
+    job["spec"]["pipeline"] = "legacy"
+    webhook.create("sparkjobs", {k: v for k, v in job.items() if k != "apiVersion"})
+    enable = {
+        **_pipeline("enabled"),
+        "metadata": {"name": "legacy"},
+        "apiVersion": "onceflow.io/v1alpha1",
+    }
+    result = _apply(webhook, enable)
+    assert result.returncode != 0
+    assert "spec.exactlyOnce: enabled needs exactly-once sinks" in result.stderr
