@@ -1,0 +1,76 @@
+"""Admission review never crashes on malformed input and names fields (pure: the
+lookups are plain functions over dicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from onceflow.control.admission import review
+
+PIPELINES = {"orders": {"spec": {"exactlyOnce": "enabled"}}}
+
+
+def lookup(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    return PIPELINES.get(name) if plural == "pipelines" else None
+
+
+def listing(plural: str, namespace: str) -> list[dict[str, Any]]:
+    return []
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["KafkaSource", "SparkJob", "Pipeline", "Other"]),
+    spec=st.dictionaries(
+        st.sampled_from(
+            [
+                "pipeline",
+                "topic",
+                "connector",
+                "tasksMax",
+                "input",
+                "sink",
+                "transform",
+                "checkpoint",
+                "kafka",
+                "exactlyOnce",
+                "zzz",
+            ]
+        ),
+        values,
+        max_size=6,
+    ),
+)
+def test_random_objects_get_a_verdict_never_an_exception(kind: str, spec: dict[str, Any]) -> None:
+    document = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "x", "namespace": "ns"},
+        "spec": spec,
+    }
+    verdict = review(document, lookup, listing)
+    assert verdict.allowed or all(verdict.problems)
+
+
+def test_unknown_connector_is_rejected_with_the_field() -> None:
+    document = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "x", "namespace": "ns"},
+        "spec": {"pipeline": "orders", "topic": "t", "connector": {"type": "nope"}},
+    }
+    verdict = review(document, lookup, listing)
+    assert not verdict.allowed
+    assert verdict.message.startswith("spec.connector.type: unknown connector 'nope'")
