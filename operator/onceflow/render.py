@@ -16,6 +16,7 @@ from onceflow.model.objects import (
     METRICS_PORT,
     generation_configmap,
     task_pod,
+    task_rbac,
 )
 from onceflow.model.tasks import desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
@@ -53,8 +54,11 @@ def render_resources(
     pipelines = {
         (r.metadata.namespace, r.metadata.name): r for r in resources if isinstance(r, Pipeline)
     }
+    sources = [r for r in resources if isinstance(r, KafkaSource)]
     objects: list[dict[str, Any]] = []
-    for source in (r for r in resources if isinstance(r, KafkaSource)):
+    for namespace in sorted({s.metadata.namespace for s in sources}):
+        objects += task_rbac(namespace)
+    for source in sources:
         pipeline = pipelines.get((source.metadata.namespace, source.spec.pipeline))
         if pipeline is None:
             raise InvalidResourceError(

@@ -370,13 +370,20 @@ def test_two_operator_replicas_never_act_together(
     low = OperatorProcess(kubeconfig, namespace, tmp_path / "low.log", ("--priority", "100"))
     high = OperatorProcess(kubeconfig, namespace, tmp_path / "high.log", ("--priority", "200"))
     try:
+        # kopf starts every replica paused; a replica that sees no higher priority
+        # resumes. (Two replicas starting in the same instant can both resume for a
+        # moment; the resourceVersion-guarded status writes keep that harmless.)
         high.start()
-        low.start()
-        # kopf starts every replica paused; only the highest priority resumes.
         wait_for(
             lambda: "Resuming operations" in (tmp_path / "high.log").read_text(),
             60,
             "the higher-priority replica to become active",
+        )
+        low.start()
+        wait_for(
+            lambda: "Initial authentication has finished" in (tmp_path / "low.log").read_text(),
+            60,
+            "the standby to start",
         )
         cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
         cluster.create("kafkasources", source(1, f"peer-{uuid.uuid4().hex[:6]}"))

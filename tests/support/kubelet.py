@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -137,13 +138,18 @@ class LocalKubelet:
         self.core.create_namespaced_pod_binding(name, self.namespace, body, _preload_content=False)
         spec = pod.spec.containers[0]
         root = self.workdir / pod.metadata.uid
+        root.mkdir(parents=True, exist_ok=True)
         mounts = self._materialise_volumes(pod, root)
         command = [
             self._local_path(arg, mounts) for arg in [*(spec.command or []), *(spec.args or [])]
         ]
         if command and command[0] == "onceflow":
             command = [sys.executable, "-m", "onceflow", *command[1:]]
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(ROOT)}
+        env = {
+            **os.environ,
+            "KUBECONFIG": self._service_account_kubeconfig(pod, root),
+            "PYTHONPATH": str(ROOT),
+        }
         container = Container(
             pod=name,
             uid=pod.metadata.uid,
@@ -183,6 +189,28 @@ class LocalKubelet:
                 for key, value in (secret.data or {}).items():
                     (target / key).write_bytes(base64.b64decode(value))
         return mounts
+
+    def _service_account_kubeconfig(self, pod: Any, root: Path) -> str:
+        """A kubeconfig carrying a token of the pod's ServiceAccount, so processes get
+        exactly the permissions the operator granted that account, as in a cluster."""
+        account = pod.spec.service_account_name
+        if not account:
+            return self.kubeconfig
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        }
+        token = self.core.create_namespaced_service_account_token(
+            account, self.namespace, request
+        ).status.token
+        admin = yaml.safe_load(Path(self.kubeconfig).read_text())
+        admin["users"] = [{"name": account, "user": {"token": token}}]
+        admin["contexts"][0]["context"]["user"] = account
+        admin["contexts"][0]["context"]["namespace"] = self.namespace
+        path = root / "kubeconfig"
+        path.write_text(yaml.safe_dump(admin))
+        return str(path)
 
     @staticmethod
     def _without_fixed_ports(key: str, value: str) -> str:

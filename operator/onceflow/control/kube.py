@@ -46,6 +46,7 @@ class KubeClient:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.rbac = client.RbacAuthorizationV1Api(api)
 
     def _plain(self, obj: Any) -> Obj:
         return cast(Obj, self.api.sanitize_for_serialization(obj))
@@ -127,6 +128,20 @@ class KubeClient:
                 except ApiException as error:
                     if error.status != HTTP_NOT_FOUND:
                         raise
+
+    def ensure(self, manifest: Obj) -> None:
+        """Creates a namespaced ServiceAccount, Role or RoleBinding unless it exists."""
+        namespace = manifest["metadata"]["namespace"]
+        create = {
+            "ServiceAccount": self.core.create_namespaced_service_account,
+            "Role": self.rbac.create_namespaced_role,
+            "RoleBinding": self.rbac.create_namespaced_role_binding,
+        }[manifest["kind"]]
+        try:
+            create(namespace, manifest)
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
 
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         secret = self.core.read_namespaced_secret(name, namespace)

@@ -42,6 +42,7 @@ from onceflow.model.objects import (
     configmap_name,
     generation_configmap,
     task_pod,
+    task_rbac,
 )
 from onceflow.model.tasks import DesiredTasks, desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
@@ -313,6 +314,8 @@ class SourceReconciler:
             namespace=source.metadata.namespace, name=source.metadata.name
         )
         settings = desired.settings(generation, authority, metrics_port=METRICS_PORT)
+        for manifest in task_rbac(source.metadata.namespace):
+            self.kube.ensure(manifest)
         self.kube.apply_configmap(generation_configmap(source, settings))
         secret = pipeline.spec.kafka.auth_secret_ref
         for task_id in task_ids:

@@ -130,3 +130,38 @@ def task_pod(
             "volumes": volumes,
         },
     }
+
+
+def task_rbac(namespace: str) -> list[Manifest]:
+    """The task pods' identity: it may read KafkaSources (for the generation check)
+    in its own namespace, and nothing else."""
+    labels = {"app.kubernetes.io/managed-by": "onceflow"}
+    meta = {"name": TASK_SERVICE_ACCOUNT, "namespace": namespace, "labels": labels}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [
+                {
+                    "apiGroups": [GROUP_VERSION.split("/")[0]],
+                    "resources": ["kafkasources"],
+                    "verbs": ["get"],
+                }
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": TASK_SERVICE_ACCOUNT,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": TASK_SERVICE_ACCOUNT, "namespace": namespace}
+            ],
+        },
+    ]
