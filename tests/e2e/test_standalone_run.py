@@ -15,8 +15,8 @@ import yaml
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
-from tests.support.tasks import wait_for
 from tests.support.testbed import ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
 

@@ -14,8 +14,8 @@ import yaml
 from kubernetes import client
 
 from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
-from tests.support.tasks import wait_for
-from tests.support.testbed import kubectl_path
+from tests.support.testbed import kubectl
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.k8s
 
@@ -154,21 +154,10 @@ def _job(delivery: str) -> dict[str, Any]:
 
 
 def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            kubectl_path(),
-            "--kubeconfig",
-            cluster.kubeconfig,
-            "-n",
-            cluster.namespace,
-            "apply",
-            "--dry-run=server",
-            "-f",
-            "-",
-        ],
-        input=yaml.safe_dump(document),
-        capture_output=True,
-        text=True,
+    return kubectl(
+        cluster.kubeconfig,
+        *("-n", cluster.namespace, "apply", "--dry-run=server", "-f", "-"),
+        stdin=yaml.safe_dump(document),
         check=False,
     )
 

@@ -3,36 +3,25 @@ invalid resources with messages that name the field, without any operator runnin
 
 from __future__ import annotations
 
-import subprocess
+import functools
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.tasks import wait_for
-from tests.support.testbed import ROOT, kubectl_path
+from tests.support.testbed import ROOT, kubectl
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.k8s
-
-
-def kubectl(
-    kubeconfig: str, *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [kubectl_path(), "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+kubectl_unchecked = functools.partial(kubectl, check=False)
 
 
 @pytest.fixture(scope="module")
 def crds(kubeconfig: str) -> str:
-    applied = kubectl(kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    applied = kubectl_unchecked(kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
     assert applied.returncode == 0, applied.stderr
     for plural in ("pipelines", "kafkasources", "sparkjobs"):
-        waited = kubectl(
+        waited = kubectl_unchecked(
             kubeconfig,
             "wait",
             "--for=condition=Established",
@@ -46,14 +35,14 @@ def crds(kubeconfig: str) -> str:
 def test_kubectl_explain_teaches_the_fields(crds: str) -> None:
     # The OpenAPI document is republished a few seconds after a CRD is established.
     wait_for(
-        lambda: kubectl(crds, "explain", "kafkasource.spec").returncode == 0,
+        lambda: kubectl_unchecked(crds, "explain", "kafkasource.spec").returncode == 0,
         60,
         "the KafkaSource schema in the published OpenAPI",
     )
-    explained = kubectl(crds, "explain", "kafkasource.spec.transactionBoundary")
+    explained = kubectl_unchecked(crds, "explain", "kafkasource.spec.transactionBoundary")
     assert explained.returncode == 0, explained.stderr
     assert "one transaction per poll() batch" in explained.stdout
-    assert "onceflow" in kubectl(crds, "api-resources", "--categories=onceflow").stdout
+    assert "onceflow" in kubectl_unchecked(crds, "api-resources", "--categories=onceflow").stdout
 
 
 SOURCE: dict[str, Any] = {
@@ -97,7 +86,7 @@ def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
     for document in (PIPELINE, SOURCE, JOB):
-        result = kubectl(
+        result = kubectl_unchecked(
             crds, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(document)
         )
         assert result.returncode == 0, result.stderr
@@ -126,6 +115,8 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
 def test_invalid_resources_are_rejected_naming_the_field(
     crds: str, document: dict[str, Any], field: str
 ) -> None:
-    result = kubectl(crds, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(document))
+    result = kubectl_unchecked(
+        crds, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(document)
+    )
     assert result.returncode != 0, f"accepted: {document}"
     assert field in result.stderr, result.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 import threading
 import uuid
@@ -12,7 +11,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from tests.support.testbed import kubectl_path
+from tests.support.testbed import kubectl
 
 pytestmark = pytest.mark.k8s
 
@@ -47,13 +46,7 @@ CRD = textwrap.dedent(
 
 
 def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
-    return subprocess.run(
-        [kubectl_path(), "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    return kubectl(kubeconfig, *args, stdin=stdin).stdout
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from tests.support.cluster import (
     running_operator,
 )
 from tests.support.kubelet import LocalKubelet
-from tests.support.tasks import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
 

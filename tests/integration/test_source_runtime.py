@@ -21,9 +21,9 @@ from tests.support.tasks import (
     committed_offsets,
     generation_settings,
     plan,
-    wait_for,
     write_generation,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
 

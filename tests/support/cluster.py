@@ -17,29 +17,17 @@ from typing import Any
 from kubernetes import client, config
 
 from tests.support.kubelet import LocalKubelet
-from tests.support.testbed import ROOT, kubectl_path
+from tests.support.testbed import ROOT, kubectl
 
 GROUP, VERSION = "onceflow.io", "v1alpha1"
 
 
 def install_crds(kubeconfig: str) -> None:
-    for args in (
-        ["apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds")],
-        [
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "-l",
-            "app.kubernetes.io/part-of=onceflow",
-        ],
-    ):
-        subprocess.run(
-            [kubectl_path(), "--kubeconfig", kubeconfig, *args],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    selector = "app.kubernetes.io/part-of=onceflow"
+    kubectl(
+        kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", selector
+    )
 
 
 @dataclass

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,12 +135,3 @@ def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
     return {
         json.loads(key)["stream"]: int(value["seq"]) for key, value in stored.by_partition.items()
     }
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.25) -> None:
-    """Polls ``predicate`` until true; fails naming what was awaited."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)

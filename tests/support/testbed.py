@@ -74,3 +74,16 @@ def kubectl_path() -> str:
         check=True,
     )
     return str(Path(out.stdout.strip().splitlines()[-1]) / "kubectl")
+
+
+def kubectl(
+    kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Runs the test bed's kubectl; ``check=False`` returns failures for inspection."""
+    return subprocess.run(
+        [kubectl_path(), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=check,
+    )

@@ -1,0 +1,2 @@
+"""The Kafka side of the protocols: fencing, the offsets store, transactional and
+idempotent writers, reading to the end (adapters over confluent-kafka)."""

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from onceflow.api.connector import SourceOffset, SourcePartition
+from onceflow.api.connector import SourceOffset, SourcePartition, SourceRecord
 from onceflow.eos.clients import client_config, describe_access_error, is_fenced
 from onceflow.eos.offsets import offset_key, offset_value
 
@@ -61,6 +61,25 @@ class _ProducingWriter:
 
     def __init__(self, producer: Producer) -> None:
         self.producer = producer
+
+    def send_record(self, record: SourceRecord, default_topic: str) -> None:
+        self.send(
+            record.topic or default_topic,
+            record.key,
+            record.value,
+            record.headers,
+            record.timestamp_ms,
+        )
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        self._produce(topic, key, value, headers, timestamp_ms)
 
     def _produce(
         self,
@@ -125,21 +144,22 @@ class TransactionalWriter(_ProducingWriter):
             return ProducerFailedError(hint or f"{self.transactional_id}: {what}: {detail.str()}")
         return error
 
+    def _guarded(self, what: str, call: Callable[[], object]) -> None:
+        """Runs one producer call, turning fencing and fatal errors into named ones."""
+        try:
+            call()
+        except KafkaException as error:
+            raise self._fail(error, what) from error
+
     def initialize(self, timeout_s: float = 60) -> None:
         """Fences every earlier producer of this id and aborts its open transaction."""
         self._require(TxnState.NEW)
-        try:
-            self.producer.init_transactions(timeout_s)
-        except KafkaException as error:
-            raise self._fail(error, "init_transactions") from error
+        self._guarded("init_transactions", lambda: self.producer.init_transactions(timeout_s))
         self.state = TxnState.READY
 
     def begin(self) -> None:
         self._require(TxnState.READY)
-        try:
-            self.producer.begin_transaction()
-        except KafkaException as error:
-            raise self._fail(error, "begin_transaction") from error
+        self._guarded("begin_transaction", self.producer.begin_transaction)
         self.state = TxnState.IN_TRANSACTION
 
     def send(
@@ -151,10 +171,10 @@ class TransactionalWriter(_ProducingWriter):
         timestamp_ms: int | None = None,
     ) -> None:
         self._require(TxnState.IN_TRANSACTION)
-        try:
-            self._produce(topic, key, value, headers, timestamp_ms)
-        except KafkaException as error:
-            raise self._fail(error, "produce") from error
+        self._guarded(
+            "produce",
+            lambda: super(TransactionalWriter, self).send(topic, key, value, headers, timestamp_ms),
+        )
 
     def send_offsets(
         self, topic: str, source: str, offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]]
@@ -193,10 +213,7 @@ class TransactionalWriter(_ProducingWriter):
     def abort(self, timeout_s: float = 30) -> None:
         """Discards the open transaction (connector request, or an abortable error)."""
         self._require(TxnState.IN_TRANSACTION)
-        try:
-            self.producer.abort_transaction(timeout_s)
-        except KafkaException as error:
-            raise self._fail(error, "abort_transaction") from error
+        self._guarded("abort_transaction", lambda: self.producer.abort_transaction(timeout_s))
         self.state = TxnState.READY
 
     def close(self) -> None:
@@ -228,16 +245,6 @@ class IdempotentWriter(_ProducingWriter):
     def _record_failure(self, error: KafkaError | None, _message: Message) -> None:
         if error is not None:
             self._errors.append(error)
-
-    def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes]] = (),
-        timestamp_ms: int | None = None,
-    ) -> None:
-        self._produce(topic, key, value, headers, timestamp_ms)
 
     def _flush_all(self, what: str, timeout_s: float) -> None:
         remaining = self.producer.flush(timeout_s)

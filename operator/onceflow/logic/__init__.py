@@ -1,0 +1,1 @@
+"""Pure decisions: generation planning, rollout steps, pod planning, preflight, audit."""

@@ -1,0 +1,1 @@
+"""Pure: names and desired objects (task settings, ConfigMaps, pods) from specs."""

@@ -1,0 +1,1 @@
+"""The source task process: the run loop, its generation authority, metrics, plugins."""

@@ -248,13 +248,7 @@ class TaskRunner:
             for record in records:
                 if not batch.open:
                     writer.begin()
-                writer.send(
-                    record.topic or s.topic,
-                    record.key,
-                    record.value,
-                    record.headers,
-                    record.timestamp_ms,
-                )
+                writer.send_record(record, s.topic)
                 batch.add(s.source, record)
                 if id(record) in after:
                     act(after[id(record)])
@@ -293,13 +287,7 @@ class TaskRunner:
                 stopping = self.stop.is_set()
                 records = [] if stopping else task.poll()
                 for record in records:
-                    writer.send(
-                        record.topic or s.topic,
-                        record.key,
-                        record.value,
-                        record.headers,
-                        record.timestamp_ms,
-                    )
+                    writer.send_record(record, s.topic)
                     batch.add(s.source, record)
                 due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
                 if batch.open and (due or stopping):

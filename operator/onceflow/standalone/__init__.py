@@ -1,0 +1,1 @@
+"""``onceflow run``: the generation protocol on one machine, tasks as child processes."""

@@ -1,0 +1,1 @@
+"""The operator's reconcilers and its one Kubernetes boundary (``kube``)."""
