@@ -127,6 +127,21 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
     pods = cluster.pods("onceflow.io/source=counter")
     assert sorted(p.metadata.name for p in pods) == [f"counter-g3-{i}" for i in range(3)]
 
+    # A pod that disappears comes back in the same generation (no new generation).
+    lost = next(p for p in pods if p.metadata.name == "counter-g3-1")
+    cluster.core.delete_namespaced_pod("counter-g3-1", cluster.namespace)
+    wait_for(
+        lambda: any(
+            p.metadata.name == "counter-g3-1"
+            and p.metadata.uid != lost.metadata.uid
+            and p.status.phase == "Running"
+            for p in cluster.pods("onceflow.io/source=counter")
+        ),
+        60,
+        "the lost pod to be recreated",
+    )
+    assert cluster.status("kafkasources", "counter")["generation"] == 3
+
     wait_for(
         lambda: _finished(cluster, kafka_bootstrap, topic, LIMIT),
         180,
