@@ -2,7 +2,7 @@
 # scripts call them. Services run on loopback; state lives in .onceflow/, downloads
 # and builds in ~/.cache/onceflow, ~/.m2 and Go's caches.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
