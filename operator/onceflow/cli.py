@@ -121,6 +121,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_spark_job(args: argparse.Namespace) -> int:
+    from onceflow.api.spark import SparkJobSettings
+    from onceflow.spark.job import run_job
+
+    return run_job(SparkJobSettings.model_validate_json(Path(args.config).read_text()))
+
+
 def _cmd_crds(args: argparse.Namespace) -> int:
     import yaml
 
@@ -209,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--generation", type=int, default=1, help="generation to render")
     render.add_argument("--image", default="ghcr.io/onceflow/onceflow:0.1.0", help="task image")
     render.set_defaults(handler=_cmd_render)
+
+    spark_job = commands.add_parser("spark-job", help="run a SparkJob's streaming query")
+    spark_job.add_argument("--config", required=True, help="SparkJobSettings JSON file")
+    spark_job.set_defaults(handler=_cmd_spark_job)
 
     crds = commands.add_parser("crds", help="write the CRDs generated from the models")
     crds.add_argument("directory", help="output directory (crds/ in the repository)")

@@ -208,3 +208,30 @@ class SparkJob(ApiModel):
     metadata: ObjectMeta
     spec: SparkJobSpec
     status: SparkJobStatus | None = None
+
+
+class SparkJobSettings(ApiModel):
+    """What one driver is told (the job's ConfigMap, or a file when run locally): the
+    SparkJob spec resolved against its Pipeline, with the mode the rollout is in."""
+
+    job: str = Field(description="Name of the SparkJob.")
+    namespace: str = Field(default="default", description="Namespace of the SparkJob.")
+    mode: ExactlyOnceMode = Field(description="Pipeline mode the job is built for.")
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers.")
+    kafka_config: dict[str, str] = Field(default_factory=dict, description="librdkafka extras.")
+    transactional_id_prefix: str = Field(description="Prefix of the sink transactional ids.")
+    topics: list[str] = Field(min_length=1, description="Resolved input topics.")
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    transform: Transform
+    sink: Sink
+    checkpoint_location: str = Field(description="Checkpoint directory or URI.")
+    trigger: Trigger = Field(default_factory=Trigger)
+    available_now: bool = Field(
+        default=False, description="Process what is there, then stop (tests, backfills)."
+    )
+
+    @property
+    def isolation_level(self) -> str:
+        """read_committed from `preparing` on: consumers first, producers after."""
+        return "read_committed" if self.mode.reads_committed else "read_uncommitted"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -21,7 +21,11 @@ POLL_S = 0.2
 
 
 def end_offsets(
-    bootstrap: str, topic: str, extra: Mapping[str, str] | None = None, timeout_s: float = 30
+    bootstrap: str,
+    topic: str,
+    extra: Mapping[str, str] | None = None,
+    timeout_s: float = 30,
+    partitions: Collection[int] | None = None,
 ) -> dict[int, int]:
     """High watermarks per partition, open transactions included."""
     admin = AdminClient(client_config(bootstrap, extra))
@@ -30,7 +34,8 @@ def end_offsets(
     if described.error is not None:
         raise LookupError(f"topic {topic!r}: {described.error.str()}")
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    request = {TopicPartition(topic, p): latest for p in described.partitions}
+    chosen = described.partitions if partitions is None else partitions
+    request = {TopicPartition(topic, p): latest for p in chosen}
     futures = admin.list_offsets(
         request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s
     )
@@ -44,13 +49,18 @@ def read_to_end(
     extra: Mapping[str, str] | None = None,
     isolation: str = "read_committed",
     timeout_s: float = 120,
+    partitions: Collection[int] | None = None,
 ) -> Iterator[Message]:
     """Every record readable at ``isolation`` up to the end offsets taken at the start.
 
     Raises TimeoutError naming the partitions still held back (an open transaction of
     a live producer) when the end is not reached within ``timeout_s``.
     """
-    ends = {p: end for p, end in end_offsets(bootstrap, topic, extra).items() if end > 0}
+    ends = {
+        p: end
+        for p, end in end_offsets(bootstrap, topic, extra, partitions=partitions).items()
+        if end > 0
+    }
     if not ends:
         return
     consumer = Consumer(

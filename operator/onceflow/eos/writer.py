@@ -78,8 +78,9 @@ class _ProducingWriter:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
+        partition: int = -1,
     ) -> None:
-        self._produce(topic, key, value, headers, timestamp_ms)
+        self._produce(topic, key, value, headers, timestamp_ms, partition=partition)
 
     def _produce(
         self,
@@ -89,6 +90,7 @@ class _ProducingWriter:
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
+        partition: int = -1,
     ) -> None:
         while True:
             try:
@@ -99,6 +101,7 @@ class _ProducingWriter:
                     headers=list(headers) or None,
                     timestamp=timestamp_ms or 0,  # 0: let the client stamp the time
                     on_delivery=on_delivery,
+                    partition=partition,  # -1: the default (murmur2) partitioner
                 )
                 return
             except BufferError:
@@ -169,11 +172,14 @@ class TransactionalWriter(_ProducingWriter):
         value: bytes | None,
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
+        partition: int = -1,
     ) -> None:
         self._require(TxnState.IN_TRANSACTION)
         self._guarded(
             "produce",
-            lambda: super(TransactionalWriter, self).send(topic, key, value, headers, timestamp_ms),
+            lambda: super(TransactionalWriter, self).send(
+                topic, key, value, headers, timestamp_ms, partition
+            ),
         )
 
     def send_offsets(
