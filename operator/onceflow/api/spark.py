@@ -103,6 +103,13 @@ class PostgresSink(ApiModel):
     secret_ref: LocalObjectReference = Field(
         description="Secret with a `dsn` key (libpq connection string)."
     )
+    parallelism: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Concurrent writer transactions per batch; rows are split by a stable "
+        "hash so a replayed batch splits the same way.",
+    )
 
 
 class FilesSink(ApiModel):
@@ -226,6 +233,9 @@ class SparkJobSettings(ApiModel):
     transform: Transform
     sink: Sink
     checkpoint_location: str = Field(description="Checkpoint directory or URI.")
+    postgres_dsn_file: str | None = Field(
+        default=None, description="File holding the sink's libpq DSN (a mounted Secret key)."
+    )
     trigger: Trigger = Field(default_factory=Trigger)
     available_now: bool = Field(
         default=False, description="Process what is there, then stop (tests, backfills)."

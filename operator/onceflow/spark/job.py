@@ -9,10 +9,12 @@ the same ranges (seed 001) and the sink sees the same rows again (seed 002).
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
 from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target
+from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
 
 INPUT_VIEW = "input"
 
@@ -82,7 +84,17 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         )
     if sink.files is not None:
         return writer.format(sink.files.format).option("path", sink.files.path).start()
-    raise NotImplementedError("the postgres sink is not available yet")
+    assert sink.postgres is not None
+    if not settings.postgres_dsn_file:
+        raise ValueError("spec.sink.postgres: the job has no DSN (postgresDsnFile is unset)")
+    database = PostgresTarget(
+        dsn=Path(settings.postgres_dsn_file).read_text().strip(),
+        table=sink.postgres.table,
+        key=tuple(sink.postgres.key),
+        job=f"{settings.namespace}/{settings.job}",
+        slices=sink.postgres.parallelism,
+    )
+    return writer.foreachBatch(ExactlyOncePostgresSink(database)).start()
 
 
 def run_job(settings: SparkJobSettings) -> int:
