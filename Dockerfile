@@ -10,7 +10,8 @@ COPY operator ./operator
 COPY scripts ./scripts
 RUN pip install --no-cache-dir . \
  && ONCEFLOW_CACHE=/opt/onceflow/cache PYTHON=python bash scripts/spark-jars.sh \
+ && cp "$(python -c 'import onceflow.spark.driver_main as m; print(m.__file__)')" /opt/onceflow/spark-main.py \
  && apt-get purge -y maven && apt-get autoremove -y && rm -rf /root/.m2
-ENV ONCEFLOW_SPARK_JARS=/opt/onceflow/cache/spark-kafka
+ENV ONCEFLOW_CACHE=/opt/onceflow/cache
 USER 65532:65532
 ENTRYPOINT ["onceflow"]

@@ -178,3 +178,26 @@ def test_read_uncommitted_lets_aborted_records_through(
     assert _driver(settings, tmp_path).wait(300) == 0
     pairs, _ = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
     assert sum(1 for key, _ in pairs if key == "poison") == RECORDS // 100
+
+
+def test_a_sink_task_failing_mid_partition_is_retried_without_duplicates(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    source = new_topic(kafka_bootstrap, "spark-fail-in", partitions=3)
+    _produce_input(kafka_bootstrap, source)
+    out = f"spark-fail-out-{uuid.uuid4().hex[:6]}"
+    flag = tmp_path / "failed-once"
+    settings = _settings(
+        kafka_bootstrap,
+        source,
+        out,
+        tmp_path / "checkpoint",
+        availableNow=True,
+        chaosFailSinkOnce=str(flag),
+    )
+    assert _driver(settings, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert flag.exists(), "the injected failure never fired"
+    assert "chaos drill: failing partition" in (tmp_path / "driver.log").read_text()
+    pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
+    report = audit_sequences(pairs, expect=RECORDS, unparsable=unparsable)
+    assert report.ok, report

@@ -240,6 +240,11 @@ class SparkJobSettings(ApiModel):
     available_now: bool = Field(
         default=False, description="Process what is there, then stop (tests, backfills)."
     )
+    chaos_fail_sink_once: str | None = Field(
+        default=None,
+        description="Fault injection for drills: the first sink task to find no file at "
+        "this path creates it and fails half-way through its partition.",
+    )
 
     @property
     def isolation_level(self) -> str:

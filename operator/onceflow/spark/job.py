@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
+from onceflow.model.spark_app import ISOLATION_CONF
 from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
 
@@ -25,7 +26,10 @@ def read_input(spark: Any, settings: SparkJobSettings) -> Any:
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(settings.topics))
         .option("startingOffsets", settings.starting_offsets)
-        .option("kafka.isolation.level", settings.isolation_level)
+        .option(
+            "kafka.isolation.level",
+            spark.conf.get(ISOLATION_CONF, settings.isolation_level),
+        )
         .option("failOnDataLoss", "true")
     )
     for key, value in settings.kafka_config.items():
@@ -72,6 +76,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             sink.kafka.partitions,
             settings.transactional_id_prefix,
             settings.job,
+            settings.chaos_fail_sink_once,
         )
         return writer.foreachBatch(ExactlyOnceKafkaSink(target)).start()
     if sink.kafka is not None:
@@ -98,9 +103,9 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
 
 
 def run_job(settings: SparkJobSettings) -> int:
-    from onceflow.spark.session import local_session
+    from onceflow.spark.session import driver_session
 
-    spark = local_session(f"onceflow-{settings.job}")
+    spark = driver_session(f"onceflow-{settings.job}")
     query = start_query(spark, settings)
     query.awaitTermination()
     return 0

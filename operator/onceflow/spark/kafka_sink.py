@@ -39,6 +39,8 @@ class SinkTarget:
     marker_topic: str
     prefix: str
     job: str
+    fail_once_flag: str | None = None
+    """Chaos drill: see SparkJobSettings.chaos_fail_sink_once."""
 
 
 class SinkTopicError(ValueError):
@@ -95,12 +97,29 @@ def write_partition(
         for key, value in rows:
             writer.send(target.topic, key, value, partition=partition)
             written += 1
+            if target.fail_once_flag and written == 10:
+                _fail_once(target.fail_once_flag, partition, batch_id)
         marker = str(batch_id).encode()
         writer.send(target.marker_topic, str(partition).encode(), marker, partition=partition)
         writer.commit()
         return written
     finally:
         writer.close()
+
+
+class InjectedSinkFailureError(RuntimeError):
+    """Raised by a chaos drill, never in normal operation."""
+
+
+def _fail_once(flag: str, partition: int, batch_id: int) -> None:
+    try:
+        with open(flag, "x") as marker:  # exclusive create: exactly one task fails
+            marker.write(f"partition {partition} batch {batch_id}\n")
+    except FileExistsError:
+        return
+    raise InjectedSinkFailureError(
+        f"chaos drill: failing partition {partition} of batch {batch_id}"
+    )
 
 
 def keyed_partition(row: Any, partitions: int) -> tuple[int, tuple[bytes | None, bytes]]:
@@ -142,8 +161,21 @@ class ExactlyOnceKafkaSink:
 
 
 def sink_target(
-    bootstrap: str, extra: Mapping[str, str], topic: str, partitions: int, prefix: str, job: str
+    bootstrap: str,
+    extra: Mapping[str, str],
+    topic: str,
+    partitions: int,
+    prefix: str,
+    job: str,
+    fail_once_flag: str | None = None,
 ) -> SinkTarget:
     return SinkTarget(
-        bootstrap, dict(extra), topic, partitions, sink_marker_topic(prefix, job), prefix, job
+        bootstrap,
+        dict(extra),
+        topic,
+        partitions,
+        sink_marker_topic(prefix, job),
+        prefix,
+        job,
+        fail_once_flag,
     )

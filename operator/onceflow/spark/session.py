@@ -27,9 +27,10 @@ def kafka_connector_jars() -> list[str]:
     return jars
 
 
-def local_session(app_name: str, master: str = "local[2]") -> SparkSession:
-    """Local mode for `onceflow run` and tests; speculation stays off (a speculative
-    copy of a sink task would be one more writer to fence)."""
+def local_session(app_name: str, master: str = "local[2,4]") -> SparkSession:
+    """Local mode for `onceflow run` and tests: 2 cores, up to 4 attempts per task (as
+    spark.task.maxFailures on a cluster); speculation stays off (a speculative copy of
+    a sink task would be one more writer to fence)."""
     # Python workers must run this interpreter, which has onceflow installed; PySpark
     # reads the variable (not spark.pyspark.python) when it starts them.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -44,3 +45,11 @@ def local_session(app_name: str, master: str = "local[2]") -> SparkSession:
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
+
+
+def driver_session(app_name: str) -> SparkSession:
+    """Under spark-submit (the Spark operator), the submitted master and conf rule;
+    run directly (``onceflow run``, tests), a local session with the connector jars."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    return local_session(app_name)

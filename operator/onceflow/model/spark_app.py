@@ -1,0 +1,163 @@
+"""Objects of a SparkJob: its settings ConfigMap and the Spark operator's
+``sparkoperator.k8s.io/v1beta2`` SparkApplication, built with no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from onceflow.api.base import GROUP_VERSION
+from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
+from onceflow.api.spark import SparkJob, SparkJobSettings
+
+JOB_CONFIG_MOUNT = "/etc/onceflow"
+CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
+SINK_SECRET_MOUNT = "/etc/onceflow-sink"
+SPARK_MAIN = "local:///opt/onceflow/spark-main.py"
+SPARK_JARS_DIR = "/opt/onceflow/cache/spark-kafka"
+SPARK_SERVICE_ACCOUNT = "onceflow-spark"
+ISOLATION_CONF = "spark.onceflow.kafka.isolation.level"
+"""Carried in sparkConf so the isolation level is visible in the rendered object; the
+driver's Kafka reader takes it from there."""
+SPEC_HASH_ANNOTATION = "onceflow.io/spec-hash"
+
+Manifest = dict[str, Any]
+
+
+def job_configmap_name(job: str) -> str:
+    return f"{job}-job"
+
+
+def _owner(job: SparkJob) -> list[Manifest]:
+    if not job.metadata.uid:
+        return []
+    return [
+        {
+            "apiVersion": GROUP_VERSION,
+            "kind": "SparkJob",
+            "name": job.metadata.name,
+            "uid": job.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": job_configmap_name(job.metadata.name),
+            "namespace": job.metadata.namespace,
+            "labels": {"onceflow.io/sparkjob": job.metadata.name},
+            "ownerReferences": _owner(job),
+        },
+        "data": {"job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True)},
+    }
+
+
+def spark_conf(job: SparkJob, settings: SparkJobSettings, spark_version: str) -> dict[str, str]:
+    conf = {
+        ISOLATION_CONF: settings.isolation_level,
+        # A speculative copy of a sink task would be one more writer to fence.
+        "spark.speculation": "false",
+        "spark.task.maxFailures": "4",
+        "spark.jars": f"local://{SPARK_JARS_DIR}/{spark_version}/libs/*",
+        "spark.sql.streaming.checkpointLocation": settings.checkpoint_location,
+    }
+    return {**job.spec.spark_conf, **conf}
+
+
+def spark_application(
+    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
+) -> Manifest:
+    spec = job.spec
+    mounts: list[Manifest] = []
+    volumes: list[Manifest] = []
+    if spec.checkpoint.pvc:
+        volumes.append(
+            {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint.pvc}}
+        )
+        mounts.append({"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT})
+    pod_common = {
+        "image": spec.image or image,
+        "serviceAccount": SPARK_SERVICE_ACCOUNT,
+        "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
+        "volumeMounts": mounts,
+        "labels": {"onceflow.io/sparkjob": job.metadata.name},
+    }
+    if spec.sink.postgres:
+        secret = spec.sink.postgres.secret_ref.name
+        pod_common["secrets"] = [
+            {"name": secret, "path": SINK_SECRET_MOUNT, "secretType": "Generic"}
+        ]
+    body: Manifest = {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {
+            "name": job.metadata.name,
+            "namespace": job.metadata.namespace,
+            "labels": {
+                "onceflow.io/sparkjob": job.metadata.name,
+                "onceflow.io/mode": settings.mode.value,
+            },
+            "ownerReferences": _owner(job),
+        },
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "image": spec.image or image,
+            "mainApplicationFile": SPARK_MAIN,
+            "arguments": ["--config", f"{JOB_CONFIG_MOUNT}/job.json"],
+            "sparkVersion": spark_version,
+            "sparkConf": spark_conf(job, settings, spark_version),
+            # The checkpoint makes every restart resume the same batch: restart always.
+            "restartPolicy": {
+                "type": "Always",
+                "onFailureRetryInterval": 10,
+                "onSubmissionFailureRetryInterval": 20,
+            },
+            "volumes": volumes,
+            "driver": {**pod_common, "cores": spec.driver.cores, "memory": spec.driver.memory},
+            "executor": {
+                **pod_common,
+                "instances": spec.executor.instances,
+                "cores": spec.executor.cores,
+                "memory": spec.executor.memory,
+            },
+        },
+    }
+    digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
+    body["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: digest}
+    return body
+
+
+def job_settings(
+    job: SparkJob,
+    pipeline: Pipeline,
+    mode: ExactlyOnceMode,
+    source_topics: Mapping[str, str],
+) -> SparkJobSettings:
+    """The driver's settings: inputs resolved (KafkaSource names -> topics) and the
+    rollout's current mode, which decides the isolation level."""
+    spec = job.spec
+    topics = spec.input.topics or [source_topics[name] for name in spec.input.sources or []]
+    return SparkJobSettings(
+        job=job.metadata.name,
+        namespace=job.metadata.namespace,
+        mode=mode,
+        bootstrap_servers=pipeline.spec.kafka.bootstrap_servers,
+        transactional_id_prefix=pipeline.transactional_id_prefix,
+        topics=topics,
+        starting_offsets=spec.input.starting_offsets,
+        max_offsets_per_trigger=spec.input.max_offsets_per_trigger,
+        transform=spec.transform,
+        sink=spec.sink,
+        checkpoint_location=spec.checkpoint.path or CHECKPOINT_MOUNT,
+        trigger=spec.trigger,
+        postgres_dsn_file=f"{SINK_SECRET_MOUNT}/dsn" if spec.sink.postgres else None,
+    )

@@ -1,0 +1,1 @@
+"""PySpark side: the job entry point and the exactly-once sinks."""
