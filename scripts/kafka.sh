@@ -47,7 +47,8 @@ group.initial.rebalance.delay.ms=0
 transaction.max.timeout.ms=900000
 # Abort timed-out transactions of dead producers within a few seconds, not the default 10 s.
 transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
-auto.create.topics.enable=true
+# Topics are created on purpose (tasks and sinks do it), never by a stray metadata request.
+auto.create.topics.enable=false
 PROPS
   cat >"$DIR/log4j2.properties" <<PROPS
 status = warn

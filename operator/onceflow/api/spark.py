@@ -157,6 +157,13 @@ class Trigger(ApiModel):
         default="1s", pattern=r"^[0-9]+(ms|s|m)$", description="Micro-batch interval."
     )
 
+    @property
+    def spark_interval(self) -> str:
+        """Spark's spelling: '200ms' -> '200 milliseconds', '1s' -> '1 seconds'."""
+        unit = "ms" if self.processing_time.endswith("ms") else self.processing_time[-1]
+        amount = self.processing_time.removesuffix(unit)
+        return f"{amount} {dict(ms='milliseconds', s='seconds', m='minutes')[unit]}"
+
 
 class Submitter(StrEnum):
     SPARK_OPERATOR = "spark-operator"

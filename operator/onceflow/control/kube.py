@@ -88,6 +88,53 @@ class KubeClient:
                 raise StaleStatusError(f"{plural}/{meta['name']} changed; re-observing") from None
             raise
 
+    # -- objects of other operators (the Spark operator's SparkApplication) -----------
+
+    def get_foreign(self, api_version: str, plural: str, namespace: str, name: str) -> Obj | None:
+        group, version = api_version.split("/")
+        try:
+            return cast(
+                Obj,
+                self.custom.get_namespaced_custom_object(group, version, namespace, plural, name),
+            )
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return None
+            raise
+
+    def put_foreign(self, plural: str, manifest: Obj, existing: Obj | None) -> Obj:
+        """Creates ``manifest``, or replaces ``existing`` keeping its resourceVersion."""
+        group, version = manifest["apiVersion"].split("/")
+        namespace = manifest["metadata"]["namespace"]
+        if existing is None:
+            return cast(
+                Obj,
+                self.custom.create_namespaced_custom_object(
+                    group, version, namespace, plural, manifest
+                ),
+            )
+        body = {
+            **manifest,
+            "metadata": {
+                **manifest["metadata"],
+                "resourceVersion": existing["metadata"]["resourceVersion"],
+            },
+        }
+        return cast(
+            Obj,
+            self.custom.replace_namespaced_custom_object(
+                group, version, namespace, plural, manifest["metadata"]["name"], body
+            ),
+        )
+
+    def delete_foreign(self, api_version: str, plural: str, namespace: str, name: str) -> None:
+        group, version = api_version.split("/")
+        try:
+            self.custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
+        except ApiException as error:
+            if error.status != HTTP_NOT_FOUND:
+                raise
+
     # -- pods and config ------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:
@@ -118,6 +165,19 @@ class KubeClient:
         except ApiException as error:
             if error.status != HTTP_CONFLICT:
                 raise
+
+    def put_configmap(self, manifest: Obj) -> None:
+        """A ConfigMap whose content follows the spec: create, or replace if it differs."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            current = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as error:
+            if error.status != HTTP_NOT_FOUND:
+                raise
+            self.core.create_namespaced_config_map(namespace, manifest)
+            return
+        if (current.data or {}) != manifest.get("data", {}):
+            self.core.replace_namespaced_config_map(name, namespace, manifest)
 
     def delete_configmaps(self, namespace: str, selector: str, keep: str | None) -> None:
         maps = self.core.list_namespaced_config_map(namespace, label_selector=selector)

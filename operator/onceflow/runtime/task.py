@@ -34,7 +34,13 @@ from onceflow.api.connector import (
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.source import TransactionBoundary
 from onceflow.api.task import TaskSettings
-from onceflow.eos.offsets import StoredOffsets, ensure_offsets_topic, offset_key, read_offsets
+from onceflow.eos.offsets import (
+    StoredOffsets,
+    ensure_offsets_topic,
+    ensure_topic,
+    offset_key,
+    read_offsets,
+)
 from onceflow.eos.writer import (
     CommitUncertainError,
     IdempotentWriter,
@@ -137,6 +143,9 @@ class TaskRunner:
 
     def _read_offsets(self, isolation: str) -> StoredOffsets:
         s = self.settings
+        # Like Connect's topic.creation: the output topic is created with the broker's
+        # defaults if missing, so tasks never depend on broker-side auto-creation.
+        ensure_topic(s.bootstrap_servers, s.topic, partitions=-1, extra=s.kafka_config)
         ensure_offsets_topic(s.bootstrap_servers, s.offsets_topic, s.kafka_config)
         return read_offsets(
             s.bootstrap_servers,

@@ -66,7 +66,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     writer = (
         writer.trigger(availableNow=True)
         if settings.available_now
-        else writer.trigger(processingTime=settings.trigger.processing_time)
+        else writer.trigger(processingTime=settings.trigger.spark_interval)
     )
     if sink.kafka is not None and sink.kafka.delivery is KafkaDelivery.EXACTLY_ONCE:
         target = sink_target(
