@@ -84,6 +84,13 @@ def reconcile_pipeline(namespace: str | None, name: str, **_: Any) -> None:
     _pass("Pipeline", controllers().pipelines.reconcile, namespace, name)
 
 
+@kopf.timer(
+    API_GROUP, API_VERSION, "sparkjobs", interval=RECONCILE_INTERVAL_S, initial_delay=0, sharp=False
+)
+def reconcile_spark_job(namespace: str | None, name: str, **_: Any) -> None:
+    _pass("SparkJob", controllers().spark_jobs.reconcile, namespace, name)
+
+
 @kopf.on.delete(API_GROUP, API_VERSION, "kafkasources")
 def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
     assert namespace is not None, "Onceflow resources are namespaced"

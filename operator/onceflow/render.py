@@ -5,9 +5,11 @@ GitOps diffs)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib.metadata import version
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, Resource
+from onceflow.api.spark import SparkJob
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.app import DEFAULT_TASK_IMAGE
 from onceflow.logic.preflight import preflight_source
@@ -18,6 +20,7 @@ from onceflow.model.objects import (
     task_pod,
     task_rbac,
 )
+from onceflow.model.spark_app import job_configmap, job_settings, spark_application
 from onceflow.model.tasks import desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
 
@@ -50,7 +53,7 @@ def render_source(
 def render_resources(
     resources: Sequence[Resource], generation: int = 1, image: str = DEFAULT_TASK_IMAGE
 ) -> list[dict[str, Any]]:
-    """Objects for every KafkaSource, in the pipeline's target mode."""
+    """Objects for every KafkaSource and SparkJob, in the pipeline's target mode."""
     pipelines = {
         (r.metadata.namespace, r.metadata.name): r for r in resources if isinstance(r, Pipeline)
     }
@@ -66,4 +69,23 @@ def render_resources(
                 [("spec.pipeline", f"no Pipeline {source.spec.pipeline!r} in the given files")],
             )
         objects += render_source(source, pipeline, generation, image)
+    topics = {s.metadata.name: s.spec.topic for s in sources}
+    for job in (r for r in resources if isinstance(r, SparkJob)):
+        pipeline = pipelines.get((job.metadata.namespace, job.spec.pipeline))
+        if pipeline is None:
+            raise InvalidResourceError(
+                f"SparkJob {job.metadata.name!r}",
+                [("spec.pipeline", f"no Pipeline {job.spec.pipeline!r} in the given files")],
+            )
+        missing = [n for n in job.spec.input.sources or [] if n not in topics]
+        if missing:
+            raise InvalidResourceError(
+                f"SparkJob {job.metadata.name!r}",
+                [("spec.input.sources", f"no KafkaSource {missing[0]!r} in the given files")],
+            )
+        settings = job_settings(job, pipeline, pipeline.spec.exactly_once, topics)
+        objects += [
+            job_configmap(job, settings),
+            spark_application(job, settings, image, version("pyspark")),
+        ]
     return objects

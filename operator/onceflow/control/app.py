@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib.metadata import version
 
 from onceflow.control.kube import KubeClient, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
+from onceflow.control.sparkjob import SparkJobReconciler
 
 # Task pods run the operator's own image unless a source names another; the chart
 # sets this from the operator Deployment's image.
@@ -19,6 +21,7 @@ class Controllers:
     kube: KubeClient
     sources: SourceReconciler
     pipelines: PipelineReconciler
+    spark_jobs: SparkJobReconciler
 
 
 def build_controllers() -> Controllers:
@@ -28,4 +31,5 @@ def build_controllers() -> Controllers:
     # reported as Degraded and retried with backoff rather than waited on.
     fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))
     sources = SourceReconciler(kube, image, fence_timeout_s=fence_timeout)
-    return Controllers(kube, sources, PipelineReconciler(kube))
+    spark_jobs = SparkJobReconciler(kube, image, version("pyspark"), fence_timeout_s=fence_timeout)
+    return Controllers(kube, sources, PipelineReconciler(kube), spark_jobs)

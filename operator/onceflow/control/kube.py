@@ -102,28 +102,12 @@ class KubeClient:
                 return None
             raise
 
-    def put_foreign(self, plural: str, manifest: Obj, existing: Obj | None) -> Obj:
-        """Creates ``manifest``, or replaces ``existing`` keeping its resourceVersion."""
+    def create_foreign(self, plural: str, manifest: Obj) -> Obj:
         group, version = manifest["apiVersion"].split("/")
-        namespace = manifest["metadata"]["namespace"]
-        if existing is None:
-            return cast(
-                Obj,
-                self.custom.create_namespaced_custom_object(
-                    group, version, namespace, plural, manifest
-                ),
-            )
-        body = {
-            **manifest,
-            "metadata": {
-                **manifest["metadata"],
-                "resourceVersion": existing["metadata"]["resourceVersion"],
-            },
-        }
         return cast(
             Obj,
-            self.custom.replace_namespaced_custom_object(
-                group, version, namespace, plural, manifest["metadata"]["name"], body
+            self.custom.create_namespaced_custom_object(
+                group, version, manifest["metadata"]["namespace"], plural, manifest
             ),
         )
 

@@ -20,7 +20,7 @@ from onceflow.api import ExactlyOnceMode, KafkaSource, Pipeline
 from onceflow.api.errors import problems_from
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
-from onceflow.control.errors import RetryLaterError
+from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
@@ -56,14 +56,6 @@ FENCE_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 Fence = Callable[..., FencingReport]
 
 
-class InvalidSourceError(Exception):
-    """The source cannot run as specified; ``reason`` and message go to status."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
 def pipeline_mode(pipeline: Pipeline) -> ExactlyOnceMode:
     """Sources run the rollout's *current* mode, never jumping to the target."""
     if pipeline.status is None:
@@ -87,11 +79,11 @@ class SourceReconciler:
             source = KafkaSource.model_validate(obj)
         except ValidationError as error:
             text = "; ".join(f"{p}: {m}" for p, m in problems_from(error))
-            raise InvalidSourceError("InvalidSpec", text) from None
+            raise InvalidWorkloadError("InvalidSpec", text) from None
         namespace = source.metadata.namespace
         pipeline_obj = self.kube.get("pipelines", namespace, source.spec.pipeline)
         if pipeline_obj is None:
-            raise InvalidSourceError(
+            raise InvalidWorkloadError(
                 "PipelineNotFound",
                 f"spec.pipeline: no Pipeline {source.spec.pipeline!r} in namespace "
                 f"{namespace!r}; create it or correct the name",
@@ -100,10 +92,10 @@ class SourceReconciler:
         try:
             connector = load_connector(source.spec.connector.type)
         except UnknownConnectorError as error:
-            raise InvalidSourceError("InvalidSpec", str(error)) from None
+            raise InvalidWorkloadError("InvalidSpec", str(error)) from None
         problems = preflight_source(source.spec, connector)
         if problems:
-            raise InvalidSourceError("InvalidSpec", "; ".join(f"{p}: {m}" for p, m in problems))
+            raise InvalidWorkloadError("InvalidSpec", "; ".join(f"{p}: {m}" for p, m in problems))
         configs = connector.task_configs(source.spec.connector.config, source.spec.tasks_max)
         secret = pipeline.spec.kafka.auth_secret_ref
         desired = desired_tasks(
@@ -176,7 +168,7 @@ class SourceReconciler:
             return
         try:
             source, pipeline, desired = self._desired(obj)
-        except InvalidSourceError as error:
+        except InvalidWorkloadError as error:
             self._degrade(obj, error.reason, str(error))
             return
         status = self._status(obj)

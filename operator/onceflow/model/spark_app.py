@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ SPARK_SERVICE_ACCOUNT = "onceflow-spark"
 ISOLATION_CONF = "spark.onceflow.kafka.isolation.level"
 """Carried in sparkConf so the isolation level is visible in the rendered object; the
 driver's Kafka reader takes it from there."""
+MODE_CONF = "spark.onceflow.exactlyOnce.mode"
 SPEC_HASH_ANNOTATION = "onceflow.io/spec-hash"
 
 Manifest = dict[str, Any]
@@ -62,6 +64,8 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
 def spark_conf(job: SparkJob, settings: SparkJobSettings, spark_version: str) -> dict[str, str]:
     conf = {
         ISOLATION_CONF: settings.isolation_level,
+        # The mode is part of the spec, so each rollout step restarts the driver into it.
+        MODE_CONF: settings.mode.value,
         # A speculative copy of a sink task would be one more writer to fence.
         "spark.speculation": "false",
         "spark.task.maxFailures": "4",
@@ -82,7 +86,7 @@ def spark_application(
             {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint.pvc}}
         )
         mounts.append({"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT})
-    pod_common = {
+    pod_common: Manifest = {
         "image": spec.image or image,
         "serviceAccount": SPARK_SERVICE_ACCOUNT,
         "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
@@ -122,9 +126,13 @@ def spark_application(
                 "onSubmissionFailureRetryInterval": 20,
             },
             "volumes": volumes,
-            "driver": {**pod_common, "cores": spec.driver.cores, "memory": spec.driver.memory},
+            "driver": {
+                **copy.deepcopy(pod_common),
+                "cores": spec.driver.cores,
+                "memory": spec.driver.memory,
+            },
             "executor": {
-                **pod_common,
+                **copy.deepcopy(pod_common),
                 "instances": spec.executor.instances,
                 "cores": spec.executor.cores,
                 "memory": spec.executor.memory,

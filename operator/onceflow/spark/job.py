@@ -12,7 +12,9 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
+from onceflow.eos.offsets import ensure_topic
 from onceflow.model.spark_app import ISOLATION_CONF
 from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
@@ -68,7 +70,14 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         if settings.available_now
         else writer.trigger(processingTime=settings.trigger.spark_interval)
     )
-    if sink.kafka is not None and sink.kafka.delivery is KafkaDelivery.EXACTLY_ONCE:
+    # The transactional sink is the `enabled` step's switch (DESIGN 3.3): before it, the
+    # job writes through Spark's own sink, as every producer of the pipeline does.
+    exactly_once = settings.mode is ExactlyOnceMode.ENABLED
+    if (
+        sink.kafka is not None
+        and sink.kafka.delivery is KafkaDelivery.EXACTLY_ONCE
+        and exactly_once
+    ):
         target = sink_target(
             settings.bootstrap_servers,
             settings.kafka_config,
@@ -80,7 +89,15 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         )
         return writer.foreachBatch(ExactlyOnceKafkaSink(target)).start()
     if sink.kafka is not None:
-        # Spark's built-in sink: at-least-once, allowed only while the pipeline is disabled.
+        # Spark's built-in sink: at-least-once (delivery: atLeastOnce, or a pipeline not yet
+        # enabled). Same topic and partition count, and Kafka's default partitioner picks
+        # the same partitions as the transactional sink does.
+        ensure_topic(
+            settings.bootstrap_servers,
+            sink.kafka.topic,
+            partitions=sink.kafka.partitions,
+            extra=settings.kafka_config,
+        )
         return (
             writer.format("kafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)

@@ -1,0 +1,206 @@
+"""SparkJob reconciler: renders the job's settings ConfigMap and the Spark operator's
+SparkApplication for the pipeline's current mode, and reports the mode back so the
+rollout can gate on it (DESIGN 3.3, 3.4).
+
+A change of the Kafka sink's partition count re-partitions every key: the running
+application is deleted and confirmed gone, the old partitions' transactional ids are
+fenced, and only then is the new application created (as for source generations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from onceflow.api import ExactlyOnceMode, Pipeline
+from onceflow.api.errors import problems_from
+from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobStatus, Submitter
+from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
+from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.source import pipeline_mode
+from onceflow.eos.fencing import FencingReport, fence_transactional_ids
+from onceflow.logic.conditions import set_conditions
+from onceflow.model.spark_app import (
+    SPEC_HASH_ANNOTATION,
+    job_configmap,
+    job_settings,
+    spark_application,
+)
+from onceflow.model.spark_names import sink_transactional_id
+
+PLURAL = "sparkjobs"
+APPLICATIONS = "sparkapplications"
+SPARK_API = "sparkoperator.k8s.io/v1beta2"
+
+
+@dataclass
+class SparkJobReconciler:
+    kube: KubeClient
+    default_image: str
+    spark_version: str
+    fence: Callable[..., FencingReport] = fence_transactional_ids
+    fence_timeout_s: float = 30.0
+
+    def _status(self, obj: Obj) -> SparkJobStatus:
+        return SparkJobStatus.model_validate(obj.get("status") or {})
+
+    def _write(
+        self,
+        obj: Obj,
+        status: SparkJobStatus,
+        ready: bool,
+        reason: str,
+        message: str,
+        degraded: bool = False,
+    ) -> Obj:
+        generation = obj["metadata"].get("generation")
+        status = status.model_copy(
+            update={
+                "observed_generation": generation,
+                "conditions": set_conditions(
+                    status.conditions,
+                    ready=(ready, reason, message),
+                    progressing=(not ready and not degraded, reason, message),
+                    degraded=(degraded, reason, message if degraded else ""),
+                    now=now_rfc3339(),
+                    observed_generation=generation,
+                ),
+            }
+        )
+        wire = status.to_wire()
+        if obj.get("status") == wire:
+            return obj
+        if degraded:
+            self.kube.event(obj, reason, message, warning=True)
+        return self.kube.replace_status(PLURAL, obj, wire)
+
+    def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, dict[str, str]]:
+        try:
+            job = SparkJob.model_validate(obj)
+        except ValidationError as error:
+            text = "; ".join(f"{p}: {m}" for p, m in problems_from(error))
+            raise InvalidWorkloadError("InvalidSpec", text) from None
+        namespace = job.metadata.namespace
+        pipeline_obj = self.kube.get("pipelines", namespace, job.spec.pipeline)
+        if pipeline_obj is None:
+            raise InvalidWorkloadError(
+                "PipelineNotFound",
+                f"spec.pipeline: no Pipeline {job.spec.pipeline!r} in namespace {namespace!r}",
+            )
+        pipeline = Pipeline.model_validate(pipeline_obj)
+        mode = pipeline_mode(pipeline)
+        kafka = job.spec.sink.kafka
+        if (
+            kafka
+            and kafka.delivery is KafkaDelivery.AT_LEAST_ONCE
+            and (
+                mode is not ExactlyOnceMode.DISABLED
+                or pipeline.spec.exactly_once is not ExactlyOnceMode.DISABLED
+            )
+        ):
+            raise InvalidWorkloadError(
+                "AtLeastOnceSink",
+                "spec.sink.kafka.delivery: atLeastOnce cannot be exactly-once; use exactlyOnce",
+            )
+        if job.spec.submitter is Submitter.SPARK_SUBMIT:
+            raise InvalidWorkloadError(
+                "SubmitterUnsupported",
+                "spec.submitter: spark-submit Jobs are not rendered yet; use spark-operator",
+            )
+        topics = {}
+        for name in job.spec.input.sources or []:
+            source = self.kube.get("kafkasources", namespace, name)
+            if source is None:
+                raise InvalidWorkloadError(
+                    "SourceNotFound", f"spec.input.sources: no KafkaSource {name!r}"
+                )
+            topics[name] = source["spec"]["topic"]
+        return job, pipeline, mode, topics
+
+    def reconcile(self, namespace: str, name: str) -> None:
+        obj = self.kube.get(PLURAL, namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            job, pipeline, mode, topics = self._observe(obj)
+        except InvalidWorkloadError as error:
+            self._write(obj, self._status(obj), False, error.reason, str(error), degraded=True)
+            return
+        status = self._status(obj)
+        settings = job_settings(job, pipeline, mode, topics)
+        application = self.kube.get_foreign(SPARK_API, APPLICATIONS, namespace, name)
+        kafka = job.spec.sink.kafka
+        wanted = kafka.partitions if kafka else None
+        if wanted and status.sink_partitions and status.sink_partitions != wanted:
+            obj = self._repartition(obj, job, pipeline, status, application, wanted)
+            status, application = self._status(obj), None
+        elif wanted and not status.sink_partitions:
+            status = status.model_copy(update={"sink_partitions": wanted})
+        self.kube.put_configmap(job_configmap(job, settings))
+        desired = spark_application(job, settings, self.default_image, self.spark_version)
+        applied_hash = ((application or {}).get("metadata", {}).get("annotations") or {}).get(
+            SPEC_HASH_ANNOTATION
+        )
+        if (
+            application is not None
+            and applied_hash != desired["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+        ):
+            # Replace by delete-then-create: the new object starts with no status, so an
+            # old RUNNING state can never be mistaken for the new mode running.
+            self.kube.delete_foreign(SPARK_API, APPLICATIONS, namespace, name)
+            message = f"restarting the application for mode {mode}"
+            self._write(obj, status, False, "Restarting", message)
+            raise RetryLaterError(message)
+        if application is None:
+            application = self.kube.create_foreign(APPLICATIONS, desired)
+            self.kube.event(obj, "ApplicationSubmitted", f"SparkApplication for mode {mode}")
+        state = ((application or {}).get("status") or {}).get("applicationState", {}).get("state")
+        running = state == "RUNNING"
+        status = status.model_copy(
+            update={
+                "application_state": state,
+                "observed_mode": mode if running else status.observed_mode,
+            }
+        )
+        failed = state in ("FAILED", "SUBMISSION_FAILED")
+        message = f"SparkApplication {state or 'submitted'} (mode {mode})"
+        reason = "Running" if running else ("ApplicationFailed" if failed else "Starting")
+        self._write(obj, status, running, reason, message, degraded=failed)
+
+    def _repartition(
+        self,
+        obj: Obj,
+        job: SparkJob,
+        pipeline: Pipeline,
+        status: SparkJobStatus,
+        application: Obj | None,
+        wanted: int,
+    ) -> Obj:
+        namespace, name = job.metadata.namespace, job.metadata.name
+        old = status.sink_partitions or 0
+        if application is not None:
+            self.kube.delete_foreign(SPARK_API, APPLICATIONS, namespace, name)
+            message = (
+                f"re-partitioning the sink {old} -> {wanted}: waiting for the old "
+                "application to stop"
+            )
+            self._write(obj, status, False, "Repartitioning", message)
+            raise RetryLaterError(message)
+        ids = [sink_transactional_id(pipeline.transactional_id_prefix, name, p) for p in range(old)]
+        report = self.fence(
+            pipeline.spec.kafka.bootstrap_servers, ids, timeout_s=self.fence_timeout_s
+        )
+        if not report.ok:
+            message = f"{report.summary()}; the application stays stopped until fencing succeeds"
+            self._write(obj, status, False, "FencingFailed", message, degraded=True)
+            raise RetryLaterError(message, 5.0)
+        self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
+        return self._write(
+            obj,
+            status.model_copy(update={"sink_partitions": wanted}),
+            False,
+            "Repartitioned",
+            f"sink partitions {old} -> {wanted}; old ids fenced",
+        )

@@ -1,0 +1,163 @@
+"""SparkJobs on a real API server with the Spark operator's real CRD installed: the
+rendered SparkApplication is accepted, carries the isolation level, checkpoint and
+restart policy; the job reports its mode to the rollout; re-partitioning the sink
+fences the old sink ids before a new application exists."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from onceflow.model.spark_names import sink_transactional_id
+from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.kubelet import LocalKubelet
+from tests.support.testbed import ROOT, kubectl
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+
+SPARK_CRD = (
+    ROOT.parent / "shared" / "thirdparty-crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
+)
+
+
+@pytest.fixture
+def operator(
+    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
+) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(SPARK_CRD))
+    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+    wait_for(
+        lambda: (
+            kubectl(
+                kubeconfig,
+                "get",
+                "crd/sparkapplications.sparkoperator.k8s.io",
+                "-o",
+                established,
+                check=False,
+            ).stdout
+            == "True"
+        ),
+        60,
+        "the Spark operator's CRD to be established",
+    )
+    with running_operator(kubeconfig, tmp_path, "spk") as running:
+        yield running
+
+
+def _job(partitions: int) -> dict[str, Any]:
+    return {
+        "kind": "SparkJob",
+        "metadata": {"name": "agg"},
+        "spec": {
+            "pipeline": "orders",
+            "input": {"topics": ["orders.raw"]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": "orders.out", "partitions": partitions}},
+            "checkpoint": {"pvc": "agg-checkpoint"},
+        },
+    }
+
+
+def _application(cluster: Cluster) -> dict[str, Any] | None:
+    items = cluster.custom.list_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications"
+    )["items"]
+    return items[0] if items else None
+
+
+def _report_running(cluster: Cluster) -> None:
+    """What the Spark operator would do once the driver runs."""
+    cluster.custom.patch_namespaced_custom_object_status(
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        cluster.namespace,
+        "sparkapplications",
+        "agg",
+        {"status": {"applicationState": {"state": "RUNNING"}, "driverInfo": {}}},
+    )
+
+
+def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    cluster.create(
+        "pipelines",
+        {
+            "kind": "Pipeline",
+            "metadata": {"name": "orders"},
+            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "enabled"},
+        },
+    )
+    cluster.create("sparkjobs", _job(2))
+    wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
+    app = _application(cluster)
+    assert app is not None
+    conf = app["spec"]["sparkConf"]
+    assert conf["spark.onceflow.kafka.isolation.level"] == "read_uncommitted", (
+        "the rollout starts at disabled: consumers read uncommitted until preparing"
+    )
+    assert app["spec"]["restartPolicy"]["type"] == "Always"
+    assert app["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "agg-checkpoint"
+
+    # The rollout waits for the job in each mode; the job follows it to enabled.
+    for mode in ("disabled", "preparing", "enabled"):
+        wait_for(
+            lambda mode=mode: (
+                (_application(cluster) or {})
+                .get("metadata", {})
+                .get("labels", {})
+                .get("onceflow.io/mode")
+                == mode
+            ),
+            30,
+            f"the application rendered for {mode}",
+        )
+        _report_running(cluster)
+        wait_for(
+            lambda mode=mode: cluster.status("sparkjobs", "agg").get("observedMode") == mode,
+            30,
+            f"the job to report {mode}",
+        )
+    wait_for(
+        lambda: cluster.condition("pipelines", "orders", "Ready").get("status") == "True",
+        30,
+        "the pipeline Ready in enabled",
+    )
+    app = _application(cluster)
+    assert app is not None
+    assert app["spec"]["sparkConf"]["spark.onceflow.kafka.isolation.level"] == "read_committed"
+
+    prefix = f"{cluster.namespace}.orders"
+    zombie = Producer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "transactional.id": sink_transactional_id(prefix, "agg", 1),
+        }
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce("orders.out", b"late")
+    zombie.flush(30)
+    old_uid = app["metadata"]["uid"]
+
+    cluster.patch_spec("sparkjobs", "agg", {"sink": {"kafka": {"partitions": 3}}})
+    wait_for(
+        lambda: (_application(cluster) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
+        60,
+        "a new SparkApplication after re-partitioning",
+    )
+    reasons = [e.reason for e in cluster.events("agg")]
+    assert "SinkFenced" in reasons
+    assert reasons.index("SinkFenced") < len(reasons) - 1 - reasons[::-1].index(
+        "ApplicationSubmitted"
+    )
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 3
