@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -201,3 +202,25 @@ def test_a_sink_task_failing_mid_partition_is_retried_without_duplicates(
     pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
     report = audit_sequences(pairs, expect=RECORDS, unparsable=unparsable)
     assert report.ok, report
+
+
+def test_files_sink_keeps_exactly_the_committed_records(
+    kafka_bootstrap: str, spark: Any, tmp_path: Path
+) -> None:
+    source = new_topic(kafka_bootstrap, "spark-files-in", partitions=2)
+    _produce_input(kafka_bootstrap, source)
+    output = tmp_path / "out"
+    settings = _settings(
+        kafka_bootstrap,
+        source,
+        "unused",
+        tmp_path / "checkpoint",
+        availableNow=True,
+        sink={"files": {"path": str(output), "format": "json"}},
+    )
+    assert _driver(settings, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    # Reading the directory goes through the sink's metadata log: only committed files.
+    rows = spark.read.json(str(output)).collect()
+    streams = [json.loads(r.value)["stream"] for r in rows]
+    assert len(rows) == len({r.value for r in rows}) == STREAMS * RECORDS
+    assert "poison" not in streams
