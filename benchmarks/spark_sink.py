@@ -25,9 +25,8 @@ from onceflow.spark.session import local_session
 
 def _topic(bootstrap: str, prefix: str, partitions: int) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(name, partitions, 1)])[
-        name
-    ].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     return name
 
 
@@ -70,10 +69,6 @@ def _settings(
 
 def throughput(spark: object, bootstrap: str, source: str, records: int, delivery: str) -> float:
     settings = _settings(bootstrap, source, delivery, 4, availableNow=True)
-    if delivery != "exactlyOnce":  # the built-in sink needs its topic to exist
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-            [NewTopic(settings.sink.kafka.topic, 4, 1)]  # type: ignore[union-attr]
-        )[settings.sink.kafka.topic].result(30)  # type: ignore[union-attr]
     started = time.perf_counter()
     query = start_query(spark, settings)
     query.awaitTermination()

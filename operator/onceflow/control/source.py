@@ -14,14 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from onceflow.api import ExactlyOnceMode, KafkaSource, Pipeline
-from onceflow.api.errors import problems_from
+from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.generations import GenerationAction, GenerationPlan, plan_generation
@@ -56,13 +54,6 @@ FENCE_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 Fence = Callable[..., FencingReport]
 
 
-def pipeline_mode(pipeline: Pipeline) -> ExactlyOnceMode:
-    """Sources run the rollout's *current* mode, never jumping to the target."""
-    if pipeline.status is None:
-        return ExactlyOnceMode.DISABLED
-    return pipeline.status.exactly_once.current
-
-
 @dataclass
 class SourceReconciler:
     kube: KubeClient
@@ -75,20 +66,8 @@ class SourceReconciler:
     # -- observe and validate -------------------------------------------------------
 
     def _desired(self, obj: Obj) -> tuple[KafkaSource, Pipeline, DesiredTasks]:
-        try:
-            source = KafkaSource.model_validate(obj)
-        except ValidationError as error:
-            text = "; ".join(f"{p}: {m}" for p, m in problems_from(error))
-            raise InvalidWorkloadError("InvalidSpec", text) from None
-        namespace = source.metadata.namespace
-        pipeline_obj = self.kube.get("pipelines", namespace, source.spec.pipeline)
-        if pipeline_obj is None:
-            raise InvalidWorkloadError(
-                "PipelineNotFound",
-                f"spec.pipeline: no Pipeline {source.spec.pipeline!r} in namespace "
-                f"{namespace!r}; create it or correct the name",
-            )
-        pipeline = Pipeline.model_validate(pipeline_obj)
+        source = parse_workload(KafkaSource, obj)
+        pipeline = workload_pipeline(self.kube, source.metadata.namespace, source.spec.pipeline)
         try:
             connector = load_connector(source.spec.connector.type)
         except UnknownConnectorError as error:

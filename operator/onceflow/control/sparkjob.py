@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.errors import problems_from
 from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobStatus, Submitter
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.control.source import pipeline_mode
+from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.model.spark_app import (
@@ -77,19 +74,9 @@ class SparkJobReconciler:
         return self.kube.replace_status(PLURAL, obj, wire)
 
     def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, dict[str, str]]:
-        try:
-            job = SparkJob.model_validate(obj)
-        except ValidationError as error:
-            text = "; ".join(f"{p}: {m}" for p, m in problems_from(error))
-            raise InvalidWorkloadError("InvalidSpec", text) from None
+        job = parse_workload(SparkJob, obj)
         namespace = job.metadata.namespace
-        pipeline_obj = self.kube.get("pipelines", namespace, job.spec.pipeline)
-        if pipeline_obj is None:
-            raise InvalidWorkloadError(
-                "PipelineNotFound",
-                f"spec.pipeline: no Pipeline {job.spec.pipeline!r} in namespace {namespace!r}",
-            )
-        pipeline = Pipeline.model_validate(pipeline_obj)
+        pipeline = workload_pipeline(self.kube, namespace, job.spec.pipeline)
         mode = pipeline_mode(pipeline)
         kafka = job.spec.sink.kafka
         if (

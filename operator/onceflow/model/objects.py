@@ -14,6 +14,7 @@ from typing import Any
 
 from onceflow.api.base import GROUP_VERSION
 from onceflow.api.source import KafkaSource
+from onceflow.api.spark import SparkJob
 from onceflow.api.task import TaskSettings
 from onceflow.model.names import task_pod_name
 
@@ -37,16 +38,16 @@ def configmap_name(source: str, generation: int) -> str:
     return f"{source}-g{generation}"
 
 
-def owner_references(source: KafkaSource) -> list[dict[str, Any]]:
-    """Owned by the KafkaSource; none when rendering offline (no uid exists yet)."""
-    if not source.metadata.uid:
+def owner_references(owner: KafkaSource | SparkJob) -> list[dict[str, Any]]:
+    """Owned by the Onceflow resource; none when rendering offline (no uid exists yet)."""
+    if not owner.metadata.uid:
         return []
     return [
         {
             "apiVersion": GROUP_VERSION,
-            "kind": "KafkaSource",
-            "name": source.metadata.name,
-            "uid": source.metadata.uid,
+            "kind": owner.kind,
+            "name": owner.metadata.name,
+            "uid": owner.metadata.uid,
             "controller": True,
             "blockOwnerDeletion": True,
         }

@@ -9,9 +9,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from onceflow.api.base import GROUP_VERSION
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.model.objects import owner_references
 
 JOB_CONFIG_MOUNT = "/etc/onceflow"
 CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
@@ -32,21 +32,6 @@ def job_configmap_name(job: str) -> str:
     return f"{job}-job"
 
 
-def _owner(job: SparkJob) -> list[Manifest]:
-    if not job.metadata.uid:
-        return []
-    return [
-        {
-            "apiVersion": GROUP_VERSION,
-            "kind": "SparkJob",
-            "name": job.metadata.name,
-            "uid": job.metadata.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-
-
 def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
     return {
         "apiVersion": "v1",
@@ -55,7 +40,7 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
             "name": job_configmap_name(job.metadata.name),
             "namespace": job.metadata.namespace,
             "labels": {"onceflow.io/sparkjob": job.metadata.name},
-            "ownerReferences": _owner(job),
+            "ownerReferences": owner_references(job),
         },
         "data": {"job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True)},
     }
@@ -108,7 +93,7 @@ def spark_application(
                 "onceflow.io/sparkjob": job.metadata.name,
                 "onceflow.io/mode": settings.mode.value,
             },
-            "ownerReferences": _owner(job),
+            "ownerReferences": owner_references(job),
         },
         "spec": {
             "type": "Python",
