@@ -8,6 +8,7 @@ fenced in parallel because a generation change waits for the slowest one.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +71,8 @@ def fence_one(
         )
         return FenceResult(transactional_id, time.monotonic() - started, message)
     finally:
-        producer.flush(0)
+        with contextlib.suppress(KafkaException):  # a failed producer may refuse to flush
+            producer.flush(0)
     return FenceResult(transactional_id, time.monotonic() - started)
 
 

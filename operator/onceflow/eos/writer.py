@@ -11,6 +11,7 @@ then raises ``CommitUncertainError``; the process exits so the next instance fen
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
@@ -223,8 +224,10 @@ class TransactionalWriter(_ProducingWriter):
         self.state = TxnState.READY
 
     def close(self) -> None:
-        """Leaves an open transaction to the broker's timeout or the next initialiser."""
-        self.producer.flush(0)
+        """Leaves an open transaction to the broker's timeout or the next initialiser.
+        A fenced or failed producer raises from flush; there is nothing left to save."""
+        with contextlib.suppress(KafkaException):
+            self.producer.flush(0)
 
 
 class IdempotentWriter(_ProducingWriter):
@@ -272,4 +275,6 @@ class IdempotentWriter(_ProducingWriter):
         self._flush_all("offset records", timeout_s)
 
     def close(self) -> None:
-        self.producer.flush(10)
+        # Unacknowledged records are harmless here: their offsets were never written.
+        with contextlib.suppress(KafkaException):
+            self.producer.flush(10)
