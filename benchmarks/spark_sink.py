@@ -97,10 +97,13 @@ def latency(spark: object, bootstrap: str, samples: int) -> list[float]:
             "auto.offset.reset": "earliest",
         }
     )
-    while True:  # the sink creates its topic when the query starts
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the sink creates its topic when the query starts
         if out in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics:
             break
         time.sleep(0.2)
+    else:
+        raise TimeoutError(f"the sink never created {out} within 120 s")
     consumer.assign([TopicPartition(out, 0, 0)])
     time.sleep(20)  # let the first micro-batches settle: measurement only, not sync
     results = []

@@ -19,9 +19,8 @@ from onceflow.runtime.task import ExitCode
 from tests.support.tasks import (
     TaskProcess,
     committed_offsets,
-    generation_settings,
+    only_task,
     plan,
-    write_generation,
 )
 from tests.support.waiting import wait_for
 
@@ -36,9 +35,7 @@ def test_same_task_id_started_twice_fences_the_older_one(
         tasks_max=1,
         config={"streams": 2, "limit": 1500, "batchSize": 10, "pollIntervalMs": 10},
     )
-    authority = tmp_path / "state.json"
-    write_generation(authority, 1, 1, "enabled")
-    (settings,) = generation_settings(desired, 1, authority)
+    settings = only_task(desired, tmp_path)
     older = TaskProcess(settings, tmp_path).start()
     wait_for(lambda: len(committed_offsets(desired)) == 2, 60, "the first task to commit")
 
@@ -69,9 +66,7 @@ def test_interval_boundary_groups_many_polls_into_few_transactions(
         interval_ms=500,
         config={"streams": 1, "limit": 300, "batchSize": 1, "pollIntervalMs": 10},
     )
-    authority = tmp_path / "state.json"
-    write_generation(authority, 1, 1, "enabled")
-    (settings,) = generation_settings(desired, 1, authority)
+    settings = only_task(desired, tmp_path)
     task = TaskProcess(settings, tmp_path).start()
     wait_for(lambda: committed_offsets(desired) == {"s0": 300}, 60, "all 300 records")
     task.terminate()
@@ -93,9 +88,7 @@ def test_connector_abort_discards_records_and_keeps_offsets(
         connector="tests.support.connectors:AbortSecondBatchConnector",
         config={"streams": 1, "limit": 10, "batchSize": 5},
     )
-    authority = tmp_path / "state.json"
-    write_generation(authority, 1, 1, "enabled")
-    (settings,) = generation_settings(desired, 1, authority)
+    settings = only_task(desired, tmp_path)
     task = TaskProcess(settings, tmp_path).start()
     wait_for(lambda: committed_offsets(desired) == {"s0": 5}, 60, "the first batch's commit")
     assert task.terminate() == ExitCode.STOPPED
@@ -155,9 +148,7 @@ def test_task_exports_transaction_metrics(kafka_bootstrap: str, tmp_path: Path) 
     desired = plan(
         kafka_bootstrap, tasks_max=1, config={"streams": 2, "limit": 50, "batchSize": 10}
     )
-    authority = tmp_path / "state.json"
-    write_generation(authority, 1, 1, "enabled")
-    (settings,) = generation_settings(desired, 1, authority)
+    settings = only_task(desired, tmp_path)
     task = TaskProcess(settings.model_copy(update={"metrics_port": port}), tmp_path).start()
     try:
         wait_for(lambda: committed_offsets(desired) == {"s0": 50, "s1": 50}, 60, "100 records")

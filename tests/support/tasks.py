@@ -135,3 +135,11 @@ def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
     return {
         json.loads(key)["stream"]: int(value["seq"]) for key, value in stored.by_partition.items()
     }
+
+
+def only_task(desired: DesiredTasks, workdir: Path) -> TaskSettings:
+    """Settings of the single task of generation 1, with its authority file written."""
+    authority = workdir / "state.json"
+    write_generation(authority, 1, desired.task_count, desired.mode.value)
+    (settings,) = generation_settings(desired, 1, authority)
+    return settings
