@@ -1,5 +1,7 @@
 """Spark jobs with Onceflow's exactly-once Kafka sink: driver kills, isolation.
 
+Each kill test first stops a driver deterministically between a sink commit and the
+checkpoint's commit, then kills drivers at random moments.
 Size: ONCEFLOW_CHAOS_DRIVER_KILLS (default 10, real kills in CI too).
 """
 
@@ -23,6 +25,7 @@ from confluent_kafka import Producer
 from onceflow.api.spark import SparkJobSettings
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
+from onceflow.spark.job import CHAOS_EXIT_CODE
 from tests.support.kafka import new_topic
 from tests.support.testbed import ROOT, spark_jars
 
@@ -87,6 +90,21 @@ def _driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[bytes
         )
 
 
+def _die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir: Path) -> int:
+    """Runs a driver that exits right after its first sink commit; returns the batch id
+    the sink committed but the checkpoint's commit log does not record."""
+    marker = workdir / "exited-after-commit"
+    driver = _driver(
+        settings.model_copy(update={"chaos_exit_after_sink_commit": str(marker)}), workdir
+    )
+    assert driver.wait(300) == CHAOS_EXIT_CODE, (workdir / "driver.log").read_text()[-3000:]
+    batch = int(marker.read_text())
+    checkpoint = Path(settings.checkpoint_location)
+    assert (checkpoint / "offsets" / str(batch)).exists(), "the batch was planned"
+    assert not (checkpoint / "commits" / str(batch)).exists(), "the checkpoint recorded it"
+    return batch
+
+
 def test_killed_drivers_replay_batches_without_duplicates_or_loss(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -94,6 +112,9 @@ def test_killed_drivers_replay_batches_without_duplicates_or_loss(
     out = f"spark-out-{uuid.uuid4().hex[:6]}"
     _produce_input(kafka_bootstrap, source)
     settings = _settings(kafka_bootstrap, source, out, tmp_path / "checkpoint")
+    _die_between_sink_commit_and_checkpoint(settings, tmp_path)
+    committed, _ = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
+    assert committed, "the batch the checkpoint does not record is already in the output"
     rng = random.Random(42)
     for _ in range(KILLS):
         driver = _driver(settings, tmp_path)
@@ -138,6 +159,10 @@ def test_killed_drivers_write_postgres_rows_exactly_once(
         sink={"postgres": {"table": table, "secretRef": {"name": "pg"}, "parallelism": 3}},
         postgresDsnFile=str(dsn_file),
     )
+    _die_between_sink_commit_and_checkpoint(settings, tmp_path)
+    with psycopg.connect(postgres_dsn) as conn:
+        (committed,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert committed, "the batch the checkpoint does not record is already in the table"
     rng = random.Random(7)
     for _ in range(KILLS):
         driver = _driver(settings, tmp_path)

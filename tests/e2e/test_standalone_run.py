@@ -99,7 +99,8 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
         topic = f"{name}.counts"
         wait_for(
             lambda: (
-                "generation 2 running 2 task(s)" in log.read_text().split("all tasks stopped")[-1]
+                "generation 2 running 2 task(s)"
+                in log.read_text().split("all tasks and drivers stopped")[-1]
             ),
             60,
             "the restarted run to resume generation 2",

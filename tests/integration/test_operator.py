@@ -224,8 +224,10 @@ def test_scale_down_fences_before_new_pods_and_a_resumed_zombie_writes_nothing(
         interval_s=2,
     )
     zombie.send_signal(signal.SIGCONT)
-    assert zombie.wait(60) == 0, "the zombie finds itself superseded and exits 0"
-    assert "superseded" in kubelet.log_of(zombie_pod)
+    exit_code = zombie.wait(60)
+    log = kubelet.log_of(zombie_pod)
+    assert exit_code == 0, f"the zombie must find itself superseded and exit 0:\n{log}"
+    assert "superseded" in log
     _audit_clean(kafka_bootstrap, topic, limit)
 
 
@@ -243,6 +245,7 @@ def test_fencing_failure_degrades_and_a_restarted_operator_finishes_the_step(
     wait_for(
         lambda: (
             cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+            and cluster.status("kafkasources", "counter")["mode"] == "enabled"
             and cluster.status("pipelines", "orders")["exactlyOnce"]["current"] == "enabled"
         ),
         120,

@@ -252,6 +252,12 @@ class SparkJobSettings(ApiModel):
         description="Fault injection for drills: the first sink task to find no file at "
         "this path creates it and fails half-way through its partition.",
     )
+    chaos_exit_after_sink_commit: str | None = Field(
+        default=None,
+        description="Fault injection for drills: the first driver to finish a sink commit "
+        "with no file at this path writes the batch id there and exits at once, before "
+        "Spark's commit log records the batch.",
+    )
 
     @property
     def isolation_level(self) -> str:

@@ -9,8 +9,8 @@ from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import KafkaDelivery, SparkJob
-from onceflow.logic.preflight import preflight_source
+from onceflow.api.spark import SparkJob
+from onceflow.logic.preflight import at_least_once_sink_problem, preflight_source
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
@@ -31,11 +31,6 @@ class Verdict:
     @property
     def message(self) -> str:
         return "; ".join(self.problems)
-
-
-def _at_least_once_kafka_sink(job: SparkJob) -> bool:
-    kafka = job.spec.sink.kafka
-    return kafka is not None and kafka.delivery is KafkaDelivery.AT_LEAST_ONCE
 
 
 def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Verdict:
@@ -75,16 +70,8 @@ def _review_spark_job(job: SparkJob, namespace: str, lookup: Lookup) -> Verdict:
     warnings = _missing_pipeline(job.spec.pipeline, namespace, lookup)
     pipeline = lookup("pipelines", namespace, job.spec.pipeline)
     mode = ExactlyOnceMode((pipeline or {}).get("spec", {}).get("exactlyOnce", "disabled"))
-    if mode is not ExactlyOnceMode.DISABLED and _at_least_once_kafka_sink(job):
-        return Verdict(
-            [
-                f"spec.sink.kafka.delivery: atLeastOnce (Spark's built-in Kafka sink) cannot "
-                f"be exactly-once while Pipeline {job.spec.pipeline!r} is {mode}; use "
-                "delivery: exactlyOnce"
-            ],
-            warnings,
-        )
-    return Verdict([], warnings)
+    refused = at_least_once_sink_problem(job.spec, job.spec.pipeline, mode)
+    return Verdict([f"{refused[0]}: {refused[1]}"] if refused else [], warnings)
 
 
 def review_pipeline_change(pipeline: Pipeline, spark_jobs: Sequence[Mapping[str, Any]]) -> Verdict:
@@ -97,7 +84,10 @@ def review_pipeline_change(pipeline: Pipeline, spark_jobs: Sequence[Mapping[str,
             job = SparkJob.model_validate(document)
         except ValueError:
             continue  # a stored job the schema let through is the job's problem, not this one
-        if job.spec.pipeline == pipeline.metadata.name and _at_least_once_kafka_sink(job):
+        name = pipeline.metadata.name
+        if job.spec.pipeline == name and at_least_once_sink_problem(
+            job.spec, name, pipeline.spec.exactly_once
+        ):
             blocking.append(job.metadata.name)
     if blocking:
         return Verdict(

@@ -179,13 +179,23 @@ class SourceReconciler:
         key = f"{source.metadata.namespace}/{source.metadata.name}"
         if plan.action is not GenerationAction.FINISH_FENCING:
             # Intent first: from this write on, tasks of the old generation are superseded.
-            obj = self._write(obj, status_with_record(self._status(obj), record))
-            self.kube.event(
-                obj,
-                "GenerationPlanned",
+            # Ready drops in the same write, so nobody reads the old generation's Ready
+            # next to the new generation number.
+            planned = (
                 f"generation {record.generation}: {record.task_count} task(s) in mode "
-                f"{record.mode} (was {record.previous_task_count} in {record.previous_mode})",
+                f"{record.mode} (was {record.previous_task_count} in {record.previous_mode})"
             )
+            obj = self._write(
+                obj,
+                self._conditions(
+                    obj,
+                    status_with_record(self._status(obj), record),
+                    ready=(False, "GenerationPlanned", planned),
+                    progressing=(True, "GenerationPlanned", planned),
+                    degraded=(False, "Healthy", ""),
+                ),
+            )
+            self.kube.event(obj, "GenerationPlanned", planned)
         stale = [
             p
             for p in pods

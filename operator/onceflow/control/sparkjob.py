@@ -13,19 +13,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobStatus, Submitter
+from onceflow.api.spark import SparkJob, SparkJobStatus, Submitter
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
+from onceflow.logic.preflight import at_least_once_sink_problem
+from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
 from onceflow.model.spark_app import (
     SPEC_HASH_ANNOTATION,
     job_configmap,
     job_settings,
     spark_application,
 )
-from onceflow.model.spark_names import sink_transactional_id
+from onceflow.model.spark_names import sink_transactional_ids
 
 PLURAL = "sparkjobs"
 APPLICATIONS = "sparkapplications"
@@ -78,19 +80,11 @@ class SparkJobReconciler:
         namespace = job.metadata.namespace
         pipeline = workload_pipeline(self.kube, namespace, job.spec.pipeline)
         mode = pipeline_mode(pipeline)
-        kafka = job.spec.sink.kafka
-        if (
-            kafka
-            and kafka.delivery is KafkaDelivery.AT_LEAST_ONCE
-            and (
-                mode is not ExactlyOnceMode.DISABLED
-                or pipeline.spec.exactly_once is not ExactlyOnceMode.DISABLED
-            )
-        ):
-            raise InvalidWorkloadError(
-                "AtLeastOnceSink",
-                "spec.sink.kafka.delivery: atLeastOnce cannot be exactly-once; use exactlyOnce",
-            )
+        # The target counts too: a rollout on its way up must not start with this sink.
+        strictest = max(mode, pipeline.spec.exactly_once, key=ROLLOUT_ORDER.index)
+        refused = at_least_once_sink_problem(job.spec, pipeline.metadata.name, strictest)
+        if refused:
+            raise InvalidWorkloadError("AtLeastOnceSink", f"{refused[0]}: {refused[1]}")
         if job.spec.submitter is Submitter.SPARK_SUBMIT:
             raise InvalidWorkloadError(
                 "SubmitterUnsupported",
@@ -175,7 +169,7 @@ class SparkJobReconciler:
             )
             self._write(obj, status, False, "Repartitioning", message)
             raise RetryLaterError(message)
-        ids = [sink_transactional_id(pipeline.transactional_id_prefix, name, p) for p in range(old)]
+        ids = sink_transactional_ids(pipeline.transactional_id_prefix, name, old)
         report = self.fence(
             pipeline.spec.kafka.bootstrap_servers, ids, timeout_s=self.fence_timeout_s
         )

@@ -1,4 +1,5 @@
-"""Preflight checks of a KafkaSource against its connector, before any task starts.
+"""Preflight checks of a KafkaSource against its connector, and of a SparkJob against
+its pipeline's mode, before anything starts.
 
 Both the admission webhook and the resource status use these messages, so a user
 sees the same words whether ``kubectl apply`` refused the object or the operator
@@ -8,7 +9,9 @@ reported it afterwards. Each problem names the field and says how to fix it.
 from __future__ import annotations
 
 from onceflow.api.connector import SourceConnector
+from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.source import ExactlyOnceSupport, KafkaSourceSpec, TransactionBoundary
+from onceflow.api.spark import KafkaDelivery, SparkJobSpec
 
 Problem = tuple[str, str]
 
@@ -44,3 +47,21 @@ def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[
             )
         )
     return problems
+
+
+def at_least_once_sink_problem(
+    spec: SparkJobSpec, pipeline: str, mode: ExactlyOnceMode
+) -> Problem | None:
+    """Spark's own Kafka sink can duplicate on retries: refused outside ``disabled``."""
+    kafka = spec.sink.kafka
+    if (
+        mode is ExactlyOnceMode.DISABLED
+        or kafka is None
+        or kafka.delivery is not KafkaDelivery.AT_LEAST_ONCE
+    ):
+        return None
+    return (
+        "spec.sink.kafka.delivery",
+        f"atLeastOnce (Spark's built-in Kafka sink) cannot be exactly-once while Pipeline "
+        f"{pipeline!r} is {mode}; use delivery: exactlyOnce",
+    )

@@ -9,6 +9,10 @@ def sink_transactional_id(prefix: str, job: str, partition: int) -> str:
     return f"{prefix}-{job}-sink-{partition}"
 
 
+def sink_transactional_ids(prefix: str, job: str, partitions: int) -> list[str]:
+    return [sink_transactional_id(prefix, job, p) for p in range(partitions)]
+
+
 def sink_marker_topic(prefix: str, job: str) -> str:
     """Compacted topic, one partition per output partition: the last batch id each
     output partition committed, written in the same transaction as its records."""

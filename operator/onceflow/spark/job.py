@@ -9,6 +9,8 @@ the same ranges (seed 001) and the sink sees the same rows again (seed 002).
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,31 @@ from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
 
 INPUT_VIEW = "input"
+# What a SIGKILLed process reports; the drill's exit looks like one to supervisors.
+CHAOS_EXIT_CODE = 137
+
+BatchSink = Callable[[Any, int], None]
+
+
+def exit_after_first_commit(sink: BatchSink, marker: str) -> BatchSink:
+    """Drill for the narrowest window of seed 002: the sink has committed batch N but
+    the checkpoint does not say so, so the restarted driver replays N and the sink must
+    recognise it. Once per marker file, so the replay itself runs through."""
+
+    def write_then_die(frame: Any, batch_id: int) -> None:
+        sink(frame, batch_id)
+        path = Path(marker)
+        if not path.exists():
+            path.write_text(str(batch_id))
+            os._exit(CHAOS_EXIT_CODE)
+
+    return write_then_die
+
+
+def batch_sink(sink: BatchSink, settings: SparkJobSettings) -> BatchSink:
+    if settings.chaos_exit_after_sink_commit:
+        return exit_after_first_commit(sink, settings.chaos_exit_after_sink_commit)
+    return sink
 
 
 def read_input(spark: Any, settings: SparkJobSettings) -> Any:
@@ -87,7 +114,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             settings.job,
             settings.chaos_fail_sink_once,
         )
-        return writer.foreachBatch(ExactlyOnceKafkaSink(target)).start()
+        return writer.foreachBatch(batch_sink(ExactlyOnceKafkaSink(target), settings)).start()
     if sink.kafka is not None:
         # Spark's built-in sink: at-least-once (delivery: atLeastOnce, or a pipeline not yet
         # enabled). Same topic and partition count, and Kafka's default partitioner picks
@@ -116,7 +143,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         job=f"{settings.namespace}/{settings.job}",
         slices=sink.postgres.parallelism,
     )
-    return writer.foreachBatch(ExactlyOncePostgresSink(database)).start()
+    return writer.foreachBatch(batch_sink(ExactlyOncePostgresSink(database), settings)).start()
 
 
 def run_job(settings: SparkJobSettings) -> int:

@@ -1,6 +1,7 @@
-"""Task processes of ``onceflow run``: start, watch, restart, stop.
+"""Child processes of ``onceflow run`` (source tasks, Spark drivers): start, watch,
+restart, stop.
 
-Restart policy mirrors a pod's ``restartPolicy: OnFailure``: exit 0 means the task
+Restart policy mirrors a pod's ``restartPolicy: OnFailure``: exit 0 means the child
 stopped or was superseded and stays down; anything else (75 fenced while current,
 1 error, killed by a signal) restarts with a capped exponential backoff.
 """
@@ -24,10 +25,13 @@ STOP_GRACE_S = 10.0
 
 
 @dataclass
-class TaskProcess:
-    """One task's process and what it last reported."""
+class ChildProcess:
+    """One child's process and the last progress event it printed on stdout."""
 
-    task_id: int
+    label: str
+    """How lines name it: ``task 1``, ``driver``."""
+    command: str
+    """The ``onceflow`` subcommand that reads ``--config``: ``task``, ``spark-job``."""
     settings_path: Path
     log_path: Path
     process: subprocess.Popen[str] | None = None
@@ -41,7 +45,7 @@ class TaskProcess:
     def start(self) -> None:
         log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "onceflow", "task", "--config", str(self.settings_path)],
+            [sys.executable, "-m", "onceflow", self.command, "--config", str(self.settings_path)],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -68,13 +72,13 @@ class TaskProcess:
         return self.process.poll() if self.process else None
 
     def supervise(self, now: float) -> str | None:
-        """Restarts the task when due; returns a line to show when something happened."""
+        """Restarts the child when due; returns a line to show when something happened."""
         if self.finished:
             return None
         if self.process is None:
             if now >= self.next_start:
                 self.start()
-                return f"task {self.task_id} started (pid {self.pid})"
+                return f"{self.label} started (pid {self.pid})"
             return None
         code = self.process.poll()
         if code is None:
@@ -84,12 +88,12 @@ class TaskProcess:
         self.process = None
         if code == 0:
             self.finished = True
-            return f"task {self.task_id} exited 0 (stopped or superseded)"
+            return f"{self.label} exited 0 (stopped or superseded)"
         delay = RESTART_BACKOFF_S[min(self.failures_in_a_row, len(RESTART_BACKOFF_S) - 1)]
         self.failures_in_a_row += 1
         self.restarts += 1
         self.next_start = now + delay
-        return f"task {self.task_id} exited {code}; restarting in {delay:.1f}s"
+        return f"{self.label} exited {code}; restarting in {delay:.1f}s"
 
     def stop(self) -> None:
         """SIGTERM, wait for a graceful exit, then SIGKILL: returns only once it is gone."""

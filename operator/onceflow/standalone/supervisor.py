@@ -9,12 +9,14 @@ a restarted ``onceflow run`` finishes whatever step its predecessor was in.
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -24,13 +26,15 @@ from onceflow.api import (
     Pipeline,
     parse_resources,
 )
+from onceflow.api.spark import SparkJob
 from onceflow.api.task import FileAuthority
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.logic.generations import GenerationAction, GenerationRecord, plan_generation
 from onceflow.logic.preflight import preflight_source
 from onceflow.model.tasks import DesiredTasks, desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
-from onceflow.standalone.children import TaskProcess
+from onceflow.standalone.children import ChildProcess
+from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
 
 log = logging.getLogger(__name__)
@@ -42,28 +46,57 @@ PROGRESS_EVERY_S = 2.0
 FENCE_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
-def load_manifests(paths: Sequence[Path]) -> tuple[dict[str, Pipeline], list[KafkaSource]]:
-    documents: list[dict[str, object] | None] = []
+@dataclass(frozen=True)
+class Manifests:
+    pipelines: dict[str, Pipeline]
+    sources: list[KafkaSource]
+    spark_jobs: list[SparkJob]
+    secrets: dict[str, dict[str, str]]
+    """v1 Secrets in the same files (a Postgres sink's DSN): there is no API server to
+    hold them, and users keep them next to the workloads that mount them anyway."""
+
+
+def _is_secret(document: dict[str, Any]) -> bool:
+    return document.get("apiVersion") == "v1" and document.get("kind") == "Secret"
+
+
+def _secret_data(document: dict[str, Any]) -> dict[str, str]:
+    data = {k: base64.b64decode(v).decode() for k, v in (document.get("data") or {}).items()}
+    data.update(document.get("stringData") or {})
+    return data
+
+
+def load_manifests(paths: Sequence[Path]) -> Manifests:
+    documents: list[dict[str, Any]] = []
     for path in paths:
-        documents.extend(yaml.safe_load_all(path.read_text()))
-    resources = parse_resources(documents)
-    pipelines = {r.metadata.name: r for r in resources if isinstance(r, Pipeline)}
-    sources = [r for r in resources if isinstance(r, KafkaSource)]
-    return pipelines, sources
+        documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    resources = parse_resources(d for d in documents if not _is_secret(d))
+    return Manifests(
+        pipelines={r.metadata.name: r for r in resources if isinstance(r, Pipeline)},
+        sources=[r for r in resources if isinstance(r, KafkaSource)],
+        spark_jobs=[r for r in resources if isinstance(r, SparkJob)],
+        secrets={d["metadata"]["name"]: _secret_data(d) for d in documents if _is_secret(d)},
+    )
 
 
-def plan_sources(paths: Sequence[Path], bootstrap_override: str | None) -> list[DesiredTasks]:
-    """Validates every source before any task starts; all problems in one error."""
-    pipelines, sources = load_manifests(paths)
+@dataclass(frozen=True)
+class RunPlan:
+    sources: list[DesiredTasks]
+    spark_jobs: list[PlannedSparkJob]
+
+
+def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: Path) -> RunPlan:
+    """Validates every workload before anything starts; all problems in one error."""
+    manifests = load_manifests(paths)
     planned: list[DesiredTasks] = []
     problems: list[str] = []
-    for source in sources:
+    for source in manifests.sources:
         label = f"KafkaSource {source.metadata.name!r}"
-        pipeline = pipelines.get(source.spec.pipeline)
+        pipeline = manifests.pipelines.get(source.spec.pipeline)
         if pipeline is None:
             problems.append(
                 f"{label}: spec.pipeline: no Pipeline {source.spec.pipeline!r} in the "
-                f"manifests (found: {', '.join(sorted(pipelines)) or 'none'})"
+                f"manifests (found: {', '.join(sorted(manifests.pipelines)) or 'none'})"
             )
             continue
         try:
@@ -76,11 +109,25 @@ def plan_sources(paths: Sequence[Path], bootstrap_override: str | None) -> list[
         if not found:
             configs = connector.task_configs(source.spec.connector.config, source.spec.tasks_max)
             planned.append(desired_tasks(pipeline, source, configs, bootstrap_override))
+    jobs: list[PlannedSparkJob] = []
+    sources_by_name = {s.metadata.name: s for s in manifests.sources}
+    for job in manifests.spark_jobs:
+        planned_job, found_for_job = plan_spark_job(
+            job,
+            manifests.pipelines,
+            sources_by_name,
+            manifests.secrets,
+            bootstrap_override=bootstrap_override,
+            state_dir=state_dir,
+        )
+        problems.extend(found_for_job)
+        if planned_job is not None:
+            jobs.append(planned_job)
     if problems:
         raise InvalidResourceError("manifests", [("", p) for p in problems])
-    if not planned:
-        raise InvalidResourceError("manifests", [("", "no KafkaSource to run")])
-    return planned
+    if not planned and not jobs:
+        raise InvalidResourceError("manifests", [("", "no KafkaSource or SparkJob to run")])
+    return RunPlan(planned, jobs)
 
 
 @dataclass
@@ -90,7 +137,7 @@ class SourceSupervisor:
     desired: DesiredTasks
     state_dir: Path
     say: Callable[[str], None]
-    tasks: dict[int, TaskProcess] = field(default_factory=dict)
+    tasks: dict[int, ChildProcess] = field(default_factory=dict)
     fence_failures: int = 0
     next_fence_attempt: float = 0.0
 
@@ -162,7 +209,12 @@ class SourceSupervisor:
         for settings in self.desired.settings(record.generation, authority):
             path = Path(f"{stem}.g{record.generation}-{settings.task_id}.json")
             write_json_atomically(path, settings.to_wire())
-            task = TaskProcess(settings.task_id, path, Path(f"{stem}.task-{settings.task_id}.log"))
+            task = ChildProcess(
+                f"task {settings.task_id}",
+                "task",
+                path,
+                Path(f"{stem}.task-{settings.task_id}.log"),
+            )
             self.tasks[settings.task_id] = task
             task.supervise(time.monotonic())
         self.say(
@@ -202,7 +254,7 @@ class SourceSupervisor:
 
 
 class Supervisor:
-    """Runs every source of the manifests until stopped; re-plans on manifest edits."""
+    """Runs every source and SparkJob of the manifests until stopped; re-plans on edits."""
 
     def __init__(
         self,
@@ -219,14 +271,18 @@ class Supervisor:
         self.say = say
         self.progress = progress
         self.sources: dict[str, SourceSupervisor] = {}
+        self.spark_jobs: dict[str, SparkJobSupervisor] = {}
         self._mtimes = self._manifest_mtimes()
 
     def _manifest_mtimes(self) -> tuple[float, ...]:
         return tuple(p.stat().st_mtime_ns for p in self.paths)
 
-    def _apply(self, planned: list[DesiredTasks]) -> None:
+    def _plan(self) -> RunPlan:
+        return plan_run(self.paths, self.bootstrap, self.state_dir)
+
+    def _apply(self, plan: RunPlan) -> None:
         names = set()
-        for desired in planned:
+        for desired in plan.sources:
             key = f"{desired.source.metadata.namespace}/{desired.source.metadata.name}"
             names.add(key)
             if key in self.sources:
@@ -236,9 +292,18 @@ class Supervisor:
         for key in set(self.sources) - names:
             self.say(f"{key}: removed from the manifests; stopping its tasks")
             self.sources.pop(key).stop_tasks()
+        jobs = {f"{j.settings.namespace}/{j.settings.job}": j for j in plan.spark_jobs}
+        for key, job in jobs.items():
+            if key in self.spark_jobs:
+                self.spark_jobs[key].planned = job
+            else:
+                self.spark_jobs[key] = SparkJobSupervisor(job, self.state_dir, self.say)
+        for key in set(self.spark_jobs) - set(jobs):
+            self.say(f"{key}: removed from the manifests; stopping its driver")
+            self.spark_jobs.pop(key).stop()
 
     def run(self, stop: threading.Event) -> None:
-        self._apply(plan_sources(self.paths, self.bootstrap))
+        self._apply(self._plan())
         last_progress = time.monotonic()
         counts: dict[str, dict[int, int]] = {}
         try:
@@ -247,6 +312,8 @@ class Supervisor:
                 self._reload_if_changed()
                 for source in self.sources.values():
                     source.reconcile(now)
+                for job in self.spark_jobs.values():
+                    job.reconcile(now)
                 if self.progress and now - last_progress >= PROGRESS_EVERY_S:
                     for key, source in self.sources.items():
                         for line in source.progress_lines(
@@ -256,9 +323,11 @@ class Supervisor:
                     last_progress = now
                 stop.wait(TICK_S)
         finally:
+            for job in self.spark_jobs.values():
+                job.stop()
             for source in self.sources.values():
                 source.stop_tasks()
-            self.say("all tasks stopped")
+            self.say("all tasks and drivers stopped")
 
     def _reload_if_changed(self) -> None:
         mtimes = self._manifest_mtimes()
@@ -266,7 +335,7 @@ class Supervisor:
             return
         self._mtimes = mtimes
         try:
-            self._apply(plan_sources(self.paths, self.bootstrap))
+            self._apply(self._plan())
             self.say("manifests changed: re-planned")
         except (InvalidResourceError, yaml.YAMLError) as error:
             # Keep running the last good plan: a bad edit must not stop a pipeline.

@@ -1,0 +1,170 @@
+"""SparkJobs under ``onceflow run``: one local driver per job.
+
+The driver is the same ``onceflow spark-job`` a driver pod runs, in local mode. It
+restarts from its checkpoint when it dies (as the Spark operator's ``restartPolicy:
+Always`` would), is restarted with new settings when the manifests change, and a
+change of the Kafka sink's partition count fences the old partitions' transactional
+ids before the new driver starts, as the operator does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from onceflow.api import KafkaSource, Pipeline
+from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.logic.preflight import at_least_once_sink_problem
+from onceflow.model.spark_app import job_settings
+from onceflow.model.spark_names import sink_transactional_ids
+from onceflow.standalone.children import ChildProcess
+from onceflow.standalone.state import write_json_atomically
+
+FENCE_RETRY_S = 5.0
+
+
+@dataclass(frozen=True)
+class PlannedSparkJob:
+    settings: SparkJobSettings
+    dsn: str | None = None
+    """The Postgres sink's DSN, written (0600) to ``settings.postgres_dsn_file`` only
+    when the driver starts: planning writes nothing."""
+
+
+def plan_spark_job(
+    job: SparkJob,
+    pipelines: Mapping[str, Pipeline],
+    sources: Mapping[str, KafkaSource],
+    secrets: Mapping[str, Mapping[str, str]],
+    *,
+    bootstrap_override: str | None,
+    state_dir: Path,
+) -> tuple[PlannedSparkJob | None, list[str]]:
+    """The driver's settings, or the problems (field and fix) that prevent them."""
+    label = f"SparkJob {job.metadata.name!r}"
+    pipeline = pipelines.get(job.spec.pipeline)
+    if pipeline is None:
+        return None, [f"{label}: spec.pipeline: no Pipeline {job.spec.pipeline!r} in the manifests"]
+    problems = []
+    mode = pipeline.spec.exactly_once
+    refused = at_least_once_sink_problem(job.spec, pipeline.metadata.name, mode)
+    if refused:
+        problems.append(f"{label}: {refused[0]}: {refused[1]}")
+    missing = [name for name in job.spec.input.sources or [] if name not in sources]
+    if missing:
+        problems.append(
+            f"{label}: spec.input.sources: no KafkaSource {', '.join(map(repr, missing))} in "
+            "the manifests; list topics under spec.input.topics instead for outside topics"
+        )
+    postgres = job.spec.sink.postgres
+    dsn = None
+    if postgres is not None:
+        dsn = (secrets.get(postgres.secret_ref.name) or {}).get("dsn")
+        if dsn is None:
+            problems.append(
+                f"{label}: spec.sink.postgres.secretRef: no Secret {postgres.secret_ref.name!r} "
+                "with key 'dsn' in the manifests; add one (stringData: {dsn: ...}) next to the job"
+            )
+    if problems:
+        return None, problems
+    topics = {name: source.spec.topic for name, source in sources.items()}
+    settings = job_settings(job, pipeline, mode, topics)
+    stem = state_dir.resolve() / f"{job.metadata.namespace}.{job.metadata.name}"
+    update: dict[str, object] = {
+        "checkpoint_location": job.spec.checkpoint.path or str(stem.with_suffix(".checkpoint")),
+        "postgres_dsn_file": None,
+    }
+    if bootstrap_override:
+        update["bootstrap_servers"] = bootstrap_override
+    if dsn is not None:
+        update["postgres_dsn_file"] = str(stem.with_suffix(".dsn"))
+    return PlannedSparkJob(settings.model_copy(update=update), dsn), []
+
+
+@dataclass
+class SparkJobSupervisor:
+    """Keeps one job's driver running with the settings last planned."""
+
+    planned: PlannedSparkJob
+    state_dir: Path
+    say: Callable[[str], None]
+    driver: ChildProcess | None = None
+    running: PlannedSparkJob | None = None
+    next_fence_attempt: float = 0.0
+
+    @property
+    def settings(self) -> SparkJobSettings:
+        return self.planned.settings
+
+    @property
+    def name(self) -> str:
+        return self.settings.job
+
+    @property
+    def stem(self) -> Path:
+        return self.state_dir / f"{self.settings.namespace}.{self.settings.job}"
+
+    @property
+    def partitions_file(self) -> Path:
+        """The sink partition count last started with: whose ids to fence on a change."""
+        return self.stem.with_suffix(".sink.json")
+
+    def reconcile(self, now: float) -> None:
+        if self.driver is not None and self.running != self.planned:
+            self.say(f"{self.name}: settings changed; stopping the driver")
+            self.stop()
+        if self.driver is None:
+            if now < self.next_fence_attempt or not self._fence_old_partitions(now):
+                return
+            path = self.stem.with_suffix(".settings.json")
+            write_json_atomically(path, self.settings.to_wire())
+            self._write_dsn()
+            self.driver = ChildProcess("driver", "spark-job", path, self.stem.with_suffix(".log"))
+            self.running = self.planned
+            self.say(
+                f"{self.name}: Spark driver in mode {self.settings.mode} "
+                f"(isolation {self.settings.isolation_level}), log {self.driver.log_path}"
+            )
+        line = self.driver.supervise(now)
+        if line:
+            self.say(f"{self.name}: {line}")
+
+    def _write_dsn(self) -> None:
+        dsn_file = self.settings.postgres_dsn_file
+        if self.planned.dsn is None or dsn_file is None:
+            return
+        path = Path(dsn_file)
+        path.touch(mode=0o600)
+        path.write_text(self.planned.dsn)
+
+    def _fence_old_partitions(self, now: float) -> bool:
+        kafka = self.settings.sink.kafka
+        wanted = kafka.partitions if kafka else 0
+        recorded = (
+            int(json.loads(self.partitions_file.read_text())["partitions"])
+            if self.partitions_file.exists()
+            else 0
+        )
+        if recorded and recorded != wanted:
+            ids = sink_transactional_ids(
+                self.settings.transactional_id_prefix, self.settings.job, recorded
+            )
+            report = fence_transactional_ids(
+                self.settings.bootstrap_servers, ids, extra=self.settings.kafka_config
+            )
+            if not report.ok:
+                self.next_fence_attempt = now + FENCE_RETRY_S
+                self.say(f"{self.name}: {report.summary()}; retrying in {FENCE_RETRY_S:.0f}s")
+                return False
+            self.say(f"{self.name}: sink partitions {recorded} -> {wanted}: {report.summary()}")
+        write_json_atomically(self.partitions_file, {"partitions": wanted})
+        return True
+
+    def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.stop()
+        self.driver = None
+        self.running = None
