@@ -14,8 +14,10 @@ from confluent_kafka import Producer
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import ensure_offsets_topic, offset_key, offset_value, read_offsets
+from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
+from tests.support.kafka import drain, new_topic
 from tests.support.tasks import (
     TaskProcess,
     committed_offsets,
@@ -170,3 +172,18 @@ def test_task_exports_transaction_metrics(kafka_bootstrap: str, tmp_path: Path) 
         assert metrics["onceflow_source_commit_latency_seconds_count"] == 10
     finally:
         task.terminate()
+
+
+def test_a_timed_out_init_transactions_is_resumed_not_failed(kafka_bootstrap: str) -> None:
+    """A task paused inside init_transactions (SIGSTOP, a frozen node) wakes up past the
+    call's timeout; it must finish initialising and ask whether it was superseded."""
+    topic = new_topic(kafka_bootstrap, "init-resume")
+    writer = TransactionalWriter(kafka_bootstrap, f"resume-{uuid.uuid4().hex}")
+    try:
+        writer.initialize(timeout_s=0.001)  # every call times out before the broker answers
+        writer.begin()
+        writer.send(topic, b"k", b"after a resumed init")
+        writer.commit()
+    finally:
+        writer.close()
+    assert drain(kafka_bootstrap, topic, "read_committed") == [b"after a resumed init"]

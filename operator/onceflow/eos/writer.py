@@ -155,10 +155,22 @@ class TransactionalWriter(_ProducingWriter):
         except KafkaException as error:
             raise self._fail(error, what) from error
 
-    def initialize(self, timeout_s: float = 60) -> None:
-        """Fences every earlier producer of this id and aborts its open transaction."""
+    def initialize(self, timeout_s: float = 60, give_up_after_s: float = 300) -> None:
+        """Fences every earlier producer of this id and aborts its open transaction.
+
+        A timed-out call is resumed, not failed: librdkafka keeps the request going, and
+        a process paused mid-call (a SIGSTOPped or partitioned zombie) must still get to
+        ask whether it was superseded instead of dying with an error."""
         self._require(TxnState.NEW)
-        self._guarded("init_transactions", lambda: self.producer.init_transactions(timeout_s))
+        deadline = time.monotonic() + give_up_after_s
+        while True:
+            try:
+                self.producer.init_transactions(timeout_s)
+                break
+            except KafkaException as error:
+                if _kafka_error(error).retriable() and time.monotonic() < deadline:
+                    continue
+                raise self._fail(error, "init_transactions") from error
         self.state = TxnState.READY
 
     def begin(self) -> None:
