@@ -66,7 +66,7 @@ test: testbed-deps check
 crds: install
 	$(BIN)/onceflow crds crds
 
-demo: install
+demo: install spark-jars
 	@bash scripts/demo.sh
 
 clean:

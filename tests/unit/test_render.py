@@ -15,12 +15,13 @@ def test_quickstart_renders_a_configmap_and_one_pod_per_task() -> None:
     documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
     objects = render_resources(parse_resources(documents))
     kinds = [o["kind"] for o in objects]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Pod", "Pod", "Pod"]
+    assert kinds[:7] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Pod", "Pod", "Pod"]
+    assert kinds[7:] == ["ConfigMap", "SparkApplication"], "the copier job follows the tasks"
     role = objects[1]
     assert role["rules"] == [
         {"apiGroups": ["onceflow.io"], "resources": ["kafkasources"], "verbs": ["get"]}
     ]
-    configmap, *pods = objects[3:]
+    configmap, *pods = objects[3:7]
     assert sorted(configmap["data"]) == ["task-0.json", "task-1.json", "task-2.json"]
     assert [p["metadata"]["name"] for p in pods] == ["counter-g1-0", "counter-g1-1", "counter-g1-2"]
     for p in pods:

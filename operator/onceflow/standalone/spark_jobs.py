@@ -21,7 +21,7 @@ from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.model.spark_app import job_settings
 from onceflow.model.spark_names import sink_transactional_ids
 from onceflow.standalone.children import ChildProcess
-from onceflow.standalone.state import write_json_atomically
+from onceflow.standalone.state import workload_file, write_json_atomically
 
 FENCE_RETRY_S = 5.0
 
@@ -72,15 +72,16 @@ def plan_spark_job(
         return None, problems
     topics = {name: source.spec.topic for name, source in sources.items()}
     settings = job_settings(job, pipeline, mode, topics)
-    stem = state_dir.resolve() / f"{job.metadata.namespace}.{job.metadata.name}"
+    namespace, name, here = job.metadata.namespace, job.metadata.name, state_dir.resolve()
     update: dict[str, object] = {
-        "checkpoint_location": job.spec.checkpoint.path or str(stem.with_suffix(".checkpoint")),
+        "checkpoint_location": job.spec.checkpoint.path
+        or str(workload_file(here, namespace, name, "checkpoint")),
         "postgres_dsn_file": None,
     }
     if bootstrap_override:
         update["bootstrap_servers"] = bootstrap_override
     if dsn is not None:
-        update["postgres_dsn_file"] = str(stem.with_suffix(".dsn"))
+        update["postgres_dsn_file"] = str(workload_file(here, namespace, name, "dsn"))
     return PlannedSparkJob(settings.model_copy(update=update), dsn), []
 
 
@@ -103,14 +104,13 @@ class SparkJobSupervisor:
     def name(self) -> str:
         return self.settings.job
 
-    @property
-    def stem(self) -> Path:
-        return self.state_dir / f"{self.settings.namespace}.{self.settings.job}"
+    def _file(self, what: str) -> Path:
+        return workload_file(self.state_dir, self.settings.namespace, self.settings.job, what)
 
     @property
     def partitions_file(self) -> Path:
         """The sink partition count last started with: whose ids to fence on a change."""
-        return self.stem.with_suffix(".sink.json")
+        return self._file("sink.json")
 
     def reconcile(self, now: float) -> None:
         if self.driver is not None and self.running != self.planned:
@@ -119,10 +119,10 @@ class SparkJobSupervisor:
         if self.driver is None:
             if now < self.next_fence_attempt or not self._fence_old_partitions(now):
                 return
-            path = self.stem.with_suffix(".settings.json")
+            path = self._file("settings.json")
             write_json_atomically(path, self.settings.to_wire())
             self._write_dsn()
-            self.driver = ChildProcess("driver", "spark-job", path, self.stem.with_suffix(".log"))
+            self.driver = ChildProcess("driver", "spark-job", path, self._file("log"))
             self.running = self.planned
             self.say(
                 f"{self.name}: Spark driver in mode {self.settings.mode} "
@@ -131,6 +131,8 @@ class SparkJobSupervisor:
         line = self.driver.supervise(now)
         if line:
             self.say(f"{self.name}: {line}")
+            pid = {"driver": self.driver.pid} if self.driver.pid else {}
+            write_json_atomically(self._file("pids.json"), pid)
 
     def _write_dsn(self) -> None:
         dsn_file = self.settings.postgres_dsn_file

@@ -17,6 +17,11 @@ def state_path(state_dir: Path, namespace: str, source: str) -> Path:
     return state_dir / f"{namespace}.{source}.json"
 
 
+def workload_file(state_dir: Path, namespace: str, name: str, what: str) -> Path:
+    """``<namespace>.<name>.<what>``: one flat directory, names that sort by workload."""
+    return state_dir / f"{namespace}.{name}.{what}"
+
+
 def load_record(path: Path) -> GenerationRecord | None:
     if not path.exists():
         return None
