@@ -9,13 +9,14 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
-from tests.support.testbed import ROOT
+from tests.support.testbed import ROOT, spark_jars
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.kafka
 LIMIT = 2000
 
 
-def _manifests(bootstrap: str, name: str, tasks_max: int) -> str:
+def _manifests(bootstrap: str, name: str, tasks_max: int, *extra: dict[str, Any]) -> str:
     pipeline = {
         "apiVersion": "onceflow.io/v1alpha1",
         "kind": "Pipeline",
@@ -45,16 +46,32 @@ def _manifests(bootstrap: str, name: str, tasks_max: int) -> str:
             },
         },
     }
-    return yaml.safe_dump_all([pipeline, source])
+    return yaml.safe_dump_all([pipeline, source, *extra])
 
 
-def _start(manifest: Path, state: Path, log: Path) -> subprocess.Popen[bytes]:
+def _copier(name: str, partitions: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "SparkJob",
+        "metadata": {"name": "copier"},
+        "spec": {
+            "pipeline": name,
+            "input": {"sources": ["counter"], "maxOffsetsPerTrigger": 3000},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": f"{name}.copied", "partitions": partitions}},
+            "checkpoint": {"pvc": "unused-by-onceflow-run"},
+            "trigger": {"processingTime": "1s"},
+        },
+    }
+
+
+def _start(manifest: Path, state: Path, log: Path, **env: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
     )
 
 
@@ -142,3 +159,51 @@ def test_run_rejects_bad_manifests_before_any_task_starts(tmp_path: Path) -> Non
     assert "spec.connector.config.streams: must be an integer >= 1" in result.stderr
     assert "spec.connector.config.colour: unknown setting" in result.stderr
     assert not state.exists(), "nothing may be written for an invalid manifest"
+
+
+def _audit(bootstrap: str, topic: str) -> Any:
+    pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    return audit_sequences(pairs, expect=LIMIT, unparsable=unparsable)
+
+
+@pytest.mark.spark
+def test_run_copies_a_source_through_a_spark_job_exactly_once_across_a_driver_kill(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    name = f"spark-{uuid.uuid4().hex[:6]}"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    manifest.write_text(_manifests(kafka_bootstrap, name, 2, _copier(name, partitions=2)))
+    jars = str(Path(spark_jars()[0]).parent)
+    run = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    copied = f"{name}.copied"
+    try:
+
+        def some_copied() -> bool:
+            try:
+                return _audit(kafka_bootstrap, copied).records > 0
+            except LookupError:  # the sink creates the topic with its first batch
+                return False
+
+        wait_for(some_copied, 180, "a first copied batch")
+        pids = json.loads((state / "default.copier.pids.json").read_text())
+        os.kill(pids["driver"], signal.SIGKILL)
+        wait_for(
+            lambda: "copier: driver exited -9; restarting" in log.read_text(), 30, "the restart"
+        )
+        wait_for(lambda: _audit(kafka_bootstrap, copied).ok, 240, "every record copied")
+        assert len(_audit(kafka_bootstrap, copied).keys) == 6
+
+        # Re-partitioning the sink fences the old partitions' ids before a new driver runs.
+        manifest.write_text(_manifests(kafka_bootstrap, name, 2, _copier(name, partitions=3)))
+        wait_for(
+            lambda: "copier: sink partitions 2 -> 3: fenced 2" in log.read_text(),
+            60,
+            "the old sink ids fenced",
+        )
+        text = log.read_text()
+        assert text.index("sink partitions 2 -> 3") < text.rindex("copier: driver started")
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+    checkpoint = state / "default.copier.checkpoint"
+    assert (checkpoint / "offsets").is_dir(), "the checkpoint lives in the state directory"

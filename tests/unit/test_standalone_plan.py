@@ -1,0 +1,107 @@
+"""How ``onceflow run`` turns manifests into task and driver settings, before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from onceflow.api import InvalidResourceError
+from onceflow.standalone.supervisor import plan_run
+
+
+def _documents(sink: dict[str, Any], *extra: dict[str, Any], sources: Any = None) -> list[Any]:
+    pipeline = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "p"},
+        "spec": {"kafka": {"bootstrapServers": "kafka:9092"}, "exactlyOnce": "enabled"},
+    }
+    source = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "counter"},
+        "spec": {
+            "pipeline": "p",
+            "topic": "counts",
+            "connector": {"type": "sequence", "config": {"streams": 2}},
+        },
+    }
+    job = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "SparkJob",
+        "metadata": {"name": "copier"},
+        "spec": {
+            "pipeline": "p",
+            "input": {"sources": sources or ["counter"]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": sink,
+            "checkpoint": {"pvc": "copier-checkpoint"},
+        },
+    }
+    return [pipeline, source, job, *extra]
+
+
+def _plan(tmp_path: Path, documents: list[Any], bootstrap: str | None = None) -> Any:
+    manifest = tmp_path / "pipeline.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    return plan_run([manifest], bootstrap, tmp_path / "state")
+
+
+def test_a_spark_job_reads_its_source_topic_committed_and_checkpoints_in_the_state_dir(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, _documents({"kafka": {"topic": "out", "partitions": 3}}), "127.0.0.1:1")
+    (job,) = plan.spark_jobs
+    assert job.settings.topics == ["counts"]
+    assert job.settings.isolation_level == "read_committed"
+    assert job.settings.bootstrap_servers == "127.0.0.1:1"
+    assert job.settings.checkpoint_location == str(
+        (tmp_path / "state").resolve() / "default.copier.checkpoint"
+    )
+    assert not (tmp_path / "state").exists(), "planning writes nothing"
+
+
+def test_a_postgres_sink_takes_its_dsn_from_a_secret_in_the_same_files(tmp_path: Path) -> None:
+    sink = {"postgres": {"table": "t", "secretRef": {"name": "pg"}}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "pg"},
+        "stringData": {"dsn": "host=127.0.0.1 dbname=x"},
+    }
+    (job,) = _plan(tmp_path, _documents(sink, secret)).spark_jobs
+    assert job.dsn == "host=127.0.0.1 dbname=x"
+    assert job.settings.postgres_dsn_file.endswith("default.copier.dsn")
+
+
+@pytest.mark.parametrize(
+    ("sink", "sources", "message"),
+    [
+        (
+            {"kafka": {"topic": "out", "partitions": 2, "delivery": "atLeastOnce"}},
+            None,
+            "spec.sink.kafka.delivery: atLeastOnce (Spark's built-in Kafka sink) cannot be "
+            "exactly-once while Pipeline 'p' is enabled",
+        ),
+        (
+            {"kafka": {"topic": "out", "partitions": 2}},
+            ["counter", "ghost"],
+            "spec.input.sources: no KafkaSource 'ghost' in the manifests",
+        ),
+        (
+            {"postgres": {"table": "t", "secretRef": {"name": "pg"}}},
+            None,
+            "spec.sink.postgres.secretRef: no Secret 'pg' with key 'dsn' in the manifests",
+        ),
+    ],
+)
+def test_a_spark_job_that_cannot_run_is_refused_with_the_field_and_the_fix(
+    tmp_path: Path, sink: dict[str, Any], sources: Any, message: str
+) -> None:
+    with pytest.raises(InvalidResourceError) as refused:
+        _plan(tmp_path, _documents(sink, sources=sources))
+    assert message in str(refused.value)
+    assert "SparkJob 'copier'" in str(refused.value)
