@@ -20,7 +20,8 @@ from onceflow.model.objects import (
     task_pod,
     task_rbac,
 )
-from onceflow.model.spark_app import job_configmap, job_settings, spark_application
+from onceflow.model.spark_app import job_configmap, job_settings
+from onceflow.model.submission import submission_of
 from onceflow.model.tasks import desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
 
@@ -86,6 +87,6 @@ def render_resources(
         settings = job_settings(job, pipeline, pipeline.spec.exactly_once, topics)
         objects += [
             job_configmap(job, settings),
-            spark_application(job, settings, image, version("pyspark")),
+            submission_of(job).render(job, settings, image, version("pyspark")),
         ]
     return objects

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from kubernetes import client
 
 from onceflow.model.spark_names import sink_transactional_id
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
@@ -161,3 +162,50 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 3
+
+
+def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """No Job controller runs here: the test reports the driver pod ready, as the Job
+    controller would, and the job's observed mode follows."""
+    cluster, _, _ = operator
+    cluster.create(
+        "pipelines",
+        {
+            "kind": "Pipeline",
+            "metadata": {"name": "orders"},
+            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "disabled"},
+        },
+    )
+    job = _job(2)
+    job["spec"]["submitter"] = "spark-submit"
+    cluster.create("sparkjobs", job)
+    batch = client.BatchV1Api(cluster.api)
+
+    def driver_job() -> Any:
+        found = batch.list_namespaced_job(cluster.namespace).items
+        return found[0] if found else None
+
+    wait_for(lambda: driver_job() is not None, 30, "the spark-submit Job")
+    submitted = driver_job()
+    assert submitted.metadata.name == "agg-driver"
+    assert submitted.metadata.owner_references[0].kind == "SparkJob"
+    container = submitted.spec.template.spec.containers[0]
+    assert container.command == ["spark-submit"]
+    assert "spark.onceflow.kafka.isolation.level=read_uncommitted" in container.args
+    assert _application(cluster) is None, "no SparkApplication for a spark-submit job"
+    assert cluster.status("sparkjobs", "agg").get("observedMode") is None
+
+    batch.patch_namespaced_job_status(
+        "agg-driver",
+        cluster.namespace,
+        {"status": {"active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z"}},
+    )
+    wait_for(
+        lambda: cluster.condition("sparkjobs", "agg", "Ready").get("status") == "True",
+        30,
+        "the job Ready once its driver pod is",
+    )
+    assert cluster.status("sparkjobs", "agg")["observedMode"] == "disabled"
+    assert cluster.status("sparkjobs", "agg")["applicationState"] == "RUNNING"

@@ -43,3 +43,25 @@ def test_spark_job_renders_a_spark_application_reading_committed() -> None:
     settings = json.loads(config["data"]["job.json"])
     assert settings["topics"] == ["orders.raw"], "sources resolve to their topics"
     assert settings["checkpointLocation"] == "/var/lib/onceflow/checkpoint"
+
+
+def test_spark_submit_renders_a_job_whose_pod_is_the_driver() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    documents[-1]["spec"]["submitter"] = "spark-submit"
+    objects = render_resources(parse_resources(documents))
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    assert not [o for o in objects if o["kind"] == "SparkApplication"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "OnFailure", "restarted in place: never two drivers"
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert args[args.index("--deploy-mode") + 1] == "client"
+    conf = dict(a.split("=", 1) for a in args[1::2] if "=" in a)
+    assert conf["spark.onceflow.kafka.isolation.level"] == "read_committed"
+    assert conf["spark.speculation"] == "false"
+    assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
+    assert conf["spark.executor.instances"] == "2"
+    claim = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"
+    assert conf[claim] == "orders-copy-checkpoint"
+    assert {e["name"] for e in container["env"]} == {"POD_NAME", "POD_IP"}
+    assert args[-2:] == ["--config", "/etc/onceflow/job.json"]

@@ -111,10 +111,19 @@ class KubeClient:
             ),
         )
 
-    def delete_foreign(self, api_version: str, plural: str, namespace: str, name: str) -> None:
+    def delete_foreign(
+        self,
+        api_version: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        propagation: str = "Background",
+    ) -> None:
         group, version = api_version.split("/")
         try:
-            self.custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
+            self.custom.delete_namespaced_custom_object(
+                group, version, namespace, plural, name, propagation_policy=propagation
+            )
         except ApiException as error:
             if error.status != HTTP_NOT_FOUND:
                 raise

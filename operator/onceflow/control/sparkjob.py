@@ -1,5 +1,6 @@
-"""SparkJob reconciler: renders the job's settings ConfigMap and the Spark operator's
-SparkApplication for the pipeline's current mode, and reports the mode back so the
+"""SparkJob reconciler: renders the job's settings ConfigMap and its driver -- the Spark
+operator's SparkApplication, or with ``submitter: spark-submit`` a Job whose pod is
+the driver -- for the pipeline's current mode, and reports the mode back so the
 rollout can gate on it (DESIGN 3.3, 3.4).
 
 A change of the Kafka sink's partition count re-partitions every key: the running
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import SparkJob, SparkJobStatus, Submitter
+from onceflow.api.spark import SparkJob, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
@@ -21,17 +22,11 @@ from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
-from onceflow.model.spark_app import (
-    SPEC_HASH_ANNOTATION,
-    job_configmap,
-    job_settings,
-    spark_application,
-)
+from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_settings
 from onceflow.model.spark_names import sink_transactional_ids
+from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
-APPLICATIONS = "sparkapplications"
-SPARK_API = "sparkoperator.k8s.io/v1beta2"
 
 
 @dataclass
@@ -85,11 +80,6 @@ class SparkJobReconciler:
         refused = at_least_once_sink_problem(job.spec, pipeline.metadata.name, strictest)
         if refused:
             raise InvalidWorkloadError("AtLeastOnceSink", f"{refused[0]}: {refused[1]}")
-        if job.spec.submitter is Submitter.SPARK_SUBMIT:
-            raise InvalidWorkloadError(
-                "SubmitterUnsupported",
-                "spec.submitter: spark-submit Jobs are not rendered yet; use spark-operator",
-            )
         topics = {}
         for name in job.spec.input.sources or []:
             source = self.kube.get("kafkasources", namespace, name)
@@ -111,7 +101,9 @@ class SparkJobReconciler:
             return
         status = self._status(obj)
         settings = job_settings(job, pipeline, mode, topics)
-        application = self.kube.get_foreign(SPARK_API, APPLICATIONS, namespace, name)
+        submission = submission_of(job)
+        self._remove_other_submissions(obj, job, status)
+        application = self._get(submission, job)
         kafka = job.spec.sink.kafka
         wanted = kafka.partitions if kafka else None
         if wanted and status.sink_partitions and status.sink_partitions != wanted:
@@ -120,7 +112,8 @@ class SparkJobReconciler:
         elif wanted and not status.sink_partitions:
             status = status.model_copy(update={"sink_partitions": wanted})
         self.kube.put_configmap(job_configmap(job, settings))
-        desired = spark_application(job, settings, self.default_image, self.spark_version)
+        desired = submission.render(job, settings, self.default_image, self.spark_version)
+        kind = desired["kind"]
         applied_hash = ((application or {}).get("metadata", {}).get("annotations") or {}).get(
             SPEC_HASH_ANNOTATION
         )
@@ -130,14 +123,14 @@ class SparkJobReconciler:
         ):
             # Replace by delete-then-create: the new object starts with no status, so an
             # old RUNNING state can never be mistaken for the new mode running.
-            self.kube.delete_foreign(SPARK_API, APPLICATIONS, namespace, name)
-            message = f"restarting the application for mode {mode}"
+            self._delete(submission, job)
+            message = f"restarting the {kind} for mode {mode}"
             self._write(obj, status, False, "Restarting", message)
             raise RetryLaterError(message)
         if application is None:
-            application = self.kube.create_foreign(APPLICATIONS, desired)
-            self.kube.event(obj, "ApplicationSubmitted", f"SparkApplication for mode {mode}")
-        state = ((application or {}).get("status") or {}).get("applicationState", {}).get("state")
+            application = self.kube.create_foreign(submission.plural, desired)
+            self.kube.event(obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
+        state = submission.state(application)
         running = state == "RUNNING"
         status = status.model_copy(
             update={
@@ -146,9 +139,36 @@ class SparkJobReconciler:
             }
         )
         failed = state in ("FAILED", "SUBMISSION_FAILED")
-        message = f"SparkApplication {state or 'submitted'} (mode {mode})"
+        message = f"{kind} {state or 'submitted'} (mode {mode})"
         reason = "Running" if running else ("ApplicationFailed" if failed else "Starting")
         self._write(obj, status, running, reason, message, degraded=failed)
+
+    def _get(self, submission: Submission, job: SparkJob) -> Obj | None:
+        return self.kube.get_foreign(
+            submission.api_version,
+            submission.plural,
+            job.metadata.namespace,
+            submission.object_name(job.metadata.name),
+        )
+
+    def _delete(self, submission: Submission, job: SparkJob) -> None:
+        self.kube.delete_foreign(
+            submission.api_version,
+            submission.plural,
+            job.metadata.namespace,
+            submission.object_name(job.metadata.name),
+            propagation=submission.propagation,
+        )
+
+    def _remove_other_submissions(self, obj: Obj, job: SparkJob, status: SparkJobStatus) -> None:
+        """A changed ``spec.submitter`` stops the old driver before the new one starts."""
+        for submitter, other in SUBMISSIONS.items():
+            if submitter is job.spec.submitter or self._get(other, job) is None:
+                continue
+            self._delete(other, job)
+            message = f"switching to {job.spec.submitter}: waiting for the {submitter} driver"
+            self._write(obj, status, False, "SwitchingSubmitter", message)
+            raise RetryLaterError(message)
 
     def _repartition(
         self,
@@ -159,10 +179,10 @@ class SparkJobReconciler:
         application: Obj | None,
         wanted: int,
     ) -> Obj:
-        namespace, name = job.metadata.namespace, job.metadata.name
+        name = job.metadata.name
         old = status.sink_partitions or 0
         if application is not None:
-            self.kube.delete_foreign(SPARK_API, APPLICATIONS, namespace, name)
+            self._delete(submission_of(job), job)
             message = (
                 f"re-partitioning the sink {old} -> {wanted}: waiting for the old "
                 "application to stop"

@@ -1,5 +1,6 @@
 """Objects of a SparkJob: its settings ConfigMap and the Spark operator's
-``sparkoperator.k8s.io/v1beta2`` SparkApplication, built with no I/O."""
+``sparkoperator.k8s.io/v1beta2`` SparkApplication, built with no I/O (the
+spark-submit Job is in ``spark_submit``)."""
 
 from __future__ import annotations
 
@@ -124,9 +125,20 @@ def spark_application(
             },
         },
     }
+    return with_spec_hash(body)
+
+
+def with_spec_hash(body: Manifest) -> Manifest:
+    """Marks what was rendered, so a changed spec is seen without diffing objects that
+    other controllers default and mutate."""
     digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
     body["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: digest}
     return body
+
+
+def spark_application_state(application: Manifest | None) -> str | None:
+    state = ((application or {}).get("status") or {}).get("applicationState", {}).get("state")
+    return str(state) if state else None
 
 
 def job_settings(

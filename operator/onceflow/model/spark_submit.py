@@ -1,0 +1,151 @@
+"""``submitter: spark-submit``: a ``batch/v1`` Job whose pod is the Spark driver, for
+clusters without the Spark operator. Built with no I/O.
+
+The pod runs ``spark-submit --deploy-mode client`` against the cluster's API server,
+so the driver lives in the Job's own pod rather than in one spark-submit creates:
+- the driver's exit code is the pod's, so the Job restarts a failed query (from its
+  checkpoint) without relying on spark-submit reporting a remote driver's failure;
+- executors are owned by the driver pod (``spark.kubernetes.driver.pod.name``) and
+  are garbage-collected with it, and no driver can outlive its Job;
+- one Job, one pod, restarted in place (``restartPolicy: OnFailure``): there is
+  never a second driver on the same checkpoint while the first still runs.
+"""
+
+from __future__ import annotations
+
+from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.model.objects import owner_references
+from onceflow.model.spark_app import (
+    CHECKPOINT_MOUNT,
+    JOB_CONFIG_MOUNT,
+    SINK_SECRET_MOUNT,
+    SPARK_SERVICE_ACCOUNT,
+    Manifest,
+    job_configmap_name,
+    spark_conf,
+    with_spec_hash,
+)
+
+DRIVER_MAIN = "/opt/onceflow/spark-main.py"
+IN_CLUSTER_API = "k8s://https://kubernetes.default.svc"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# A streaming query restarts from its checkpoint as often as it fails (the Spark
+# operator path's restartPolicy Always); the Job's backoff still spaces the restarts.
+UNLIMITED_RESTARTS = 2**31 - 1
+
+
+def submit_job_name(job: str) -> str:
+    return f"{job}-driver"
+
+
+def submit_conf(
+    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
+) -> dict[str, str]:
+    """Spark's Kubernetes settings for a driver running in this pod; ``$(POD_…)`` are
+    expanded by the kubelet from the container's environment."""
+    spec = job.spec
+    conf = {
+        **spark_conf(job, settings, spark_version),
+        "spark.kubernetes.namespace": job.metadata.namespace,
+        "spark.kubernetes.container.image": image,
+        "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
+        "spark.driver.host": "$(POD_IP)",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.kubernetes.authenticate.caCertFile": f"{SERVICE_ACCOUNT_DIR}/ca.crt",
+        "spark.kubernetes.authenticate.oauthTokenFile": f"{SERVICE_ACCOUNT_DIR}/token",
+        "spark.kubernetes.executor.label.onceflow.io/sparkjob": job.metadata.name,
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": spec.executor.memory,
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": spec.driver.memory,
+    }
+    if spec.checkpoint.pvc:
+        # Executors write state-store files under the checkpoint too.
+        volume = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint"
+        conf[f"{volume}.options.claimName"] = spec.checkpoint.pvc
+        conf[f"{volume}.mount.path"] = CHECKPOINT_MOUNT
+    return conf
+
+
+def _from_field(name: str, path: str) -> Manifest:
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def submit_job(
+    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
+) -> Manifest:
+    spec = job.spec
+    name = job.metadata.name
+    image = spec.image or image
+    conf = submit_conf(job, settings, image, spark_version)
+    arguments = ["--master", IN_CLUSTER_API, "--deploy-mode", "client", "--name", name]
+    for key in sorted(conf):
+        arguments += ["--conf", f"{key}={conf[key]}"]
+    arguments += [DRIVER_MAIN, "--config", f"{JOB_CONFIG_MOUNT}/job.json"]
+    volumes: list[Manifest] = [
+        {"name": "job", "configMap": {"name": job_configmap_name(name)}},
+    ]
+    mounts: list[Manifest] = [{"name": "job", "mountPath": JOB_CONFIG_MOUNT, "readOnly": True}]
+    if spec.checkpoint.pvc:
+        volumes.append(
+            {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint.pvc}}
+        )
+        mounts.append({"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT})
+    if spec.sink.postgres:
+        secret = spec.sink.postgres.secret_ref.name
+        volumes.append({"name": "sink", "secret": {"secretName": secret}})
+        mounts.append({"name": "sink", "mountPath": SINK_SECRET_MOUNT, "readOnly": True})
+    labels = {"onceflow.io/sparkjob": name, "onceflow.io/mode": settings.mode.value}
+    body: Manifest = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": submit_job_name(name),
+            "namespace": job.metadata.namespace,
+            "labels": labels,
+            "ownerReferences": owner_references(job),
+        },
+        "spec": {
+            "backoffLimit": UNLIMITED_RESTARTS,
+            "template": {
+                "metadata": {"labels": {**labels, "spark-role": "driver"}},
+                "spec": {
+                    "serviceAccountName": SPARK_SERVICE_ACCOUNT,
+                    "restartPolicy": "OnFailure",
+                    "containers": [
+                        {
+                            "name": "driver",
+                            "image": image,
+                            "command": ["spark-submit"],
+                            "args": arguments,
+                            "env": [
+                                _from_field("POD_NAME", "metadata.name"),
+                                _from_field("POD_IP", "status.podIP"),
+                            ],
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+    return with_spec_hash(body)
+
+
+def submit_job_state(job_object: Manifest | None) -> str | None:
+    """The Job's state in the Spark operator's words, so both submitters read alike."""
+    if job_object is None:
+        return None
+    status = job_object.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Failed":
+            return "FAILED"
+        if condition.get("type") == "Complete":
+            return "COMPLETED"
+    if status.get("ready"):
+        return "RUNNING"
+    return "SUBMITTED"
