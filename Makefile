@@ -45,6 +45,7 @@ testbed-deps: install
 	@bash scripts/kafka.sh libs >/dev/null
 	@bash scripts/spark-jars.sh >/dev/null
 	@bash scripts/k8s.sh bin >/dev/null
+	@bash scripts/helm.sh >/dev/null
 
 lint: install
 	$(BIN)/ruff check operator tests benchmarks
@@ -65,6 +66,7 @@ test: testbed-deps check
 
 crds: install
 	$(BIN)/onceflow crds crds
+	rm -rf helm/onceflow/files/crds && $(BIN)/onceflow crds helm/onceflow/files/crds
 
 demo: install spark-jars
 	@bash scripts/demo.sh

@@ -89,6 +89,10 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     if not args.verbose:
         # kopf logs every successful timer tick at INFO: once a second per object.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    if not args.standalone:
+        from onceflow.control.kube import KubeClient, load_config
+
+        KubeClient(load_config(args.kubeconfig)).ensure_peering(args.peering, args.namespace or [])
     # Peers of equal priority would all pause; a random one makes exactly one active.
     priority = args.priority if args.priority is not None else random.randint(1, 10**6)
     kopf.run(

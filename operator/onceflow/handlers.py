@@ -53,7 +53,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
             pkeyfile=os.environ.get("ONCEFLOW_WEBHOOK_KEY"),
             cafile=os.environ.get("ONCEFLOW_WEBHOOK_CA"),
         )
-        settings.admission.managed = f"validation.{API_GROUP}"
+        # Self-managed unless a deployment (the Helm chart) owns the configuration.
+        if os.environ.get("ONCEFLOW_WEBHOOK_MANAGED", "true") != "false":
+            settings.admission.managed = f"validation.{API_GROUP}"
     _controllers = build_controllers()
 
 

@@ -377,13 +377,7 @@ def test_two_operator_replicas_never_act_together(
     install_crds(kubeconfig)
     namespace = new_namespace(kubeconfig, "peer")
     cluster = Cluster(kubeconfig, namespace)
-    cluster.custom.create_namespaced_custom_object(
-        "kopf.dev",
-        "v1",
-        namespace,
-        "kopfpeerings",
-        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "onceflow"}},
-    )
+    # No KopfPeering is created here: each replica creates it if it is missing.
     kubelet = LocalKubelet(kubeconfig, namespace, tmp_path / "kubelet").start()
     low = OperatorProcess(kubeconfig, namespace, tmp_path / "low.log", ("--priority", "100"))
     high = OperatorProcess(kubeconfig, namespace, tmp_path / "high.log", ("--priority", "200"))

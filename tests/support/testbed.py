@@ -87,3 +87,16 @@ def kubectl(
         text=True,
         check=check,
     )
+
+
+def helm(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Runs helm built by ``scripts/helm.sh`` (cached by version) against the test bed."""
+    built = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "helm.sh")], capture_output=True, text=True, check=True
+    )
+    return subprocess.run(
+        [built.stdout.strip().splitlines()[-1], "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        check=check,
+    )

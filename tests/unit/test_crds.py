@@ -1,4 +1,5 @@
-"""The CRDs in crds/ are exactly what the models generate, and teach via descriptions."""
+"""The CRDs in crds/ (and the Helm chart's copy) are exactly what the models generate,
+and teach via descriptions."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ from onceflow.cli import render_yaml
 from tests.support.testbed import ROOT
 
 
+@pytest.mark.parametrize("directory", ["crds", "helm/onceflow/files/crds"])
 @pytest.mark.parametrize("name", sorted(crd_documents()))
-def test_committed_crd_matches_the_models(name: str) -> None:
-    committed = (ROOT / "crds" / name).read_text()
+def test_committed_crd_matches_the_models(directory: str, name: str) -> None:
+    committed = (ROOT / directory / name).read_text()
     assert committed == render_yaml(crd_documents()[name], yaml), (
-        f"crds/{name} drifted from onceflow.api: run `make crds` and commit the result"
+        f"{directory}/{name} drifted from onceflow.api: run `make crds` and commit the result"
     )
+
+
+def test_the_chart_carries_no_stale_crd() -> None:
+    shipped = {p.name for p in (ROOT / "helm/onceflow/files/crds").glob("*.yaml")}
+    assert shipped == set(crd_documents())
 
 
 def _undocumented(node: dict[str, Any], path: str) -> list[str]:

@@ -196,6 +196,24 @@ class KubeClient:
             if error.status != HTTP_CONFLICT:
                 raise
 
+    def ensure_peering(self, name: str, namespaces: list[str]) -> None:
+        """kopf insists that a named peering object exists; creating it here makes a
+        fresh install (Helm, plain kubectl) start without a manual step. Cluster-wide
+        operators share a ClusterKopfPeering, namespaced ones a KopfPeering each."""
+        body = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
+        try:
+            if not namespaces:
+                self.custom.create_cluster_custom_object(
+                    "kopf.dev", "v1", "clusterkopfpeerings", {**body, "kind": "ClusterKopfPeering"}
+                )
+            for namespace in namespaces:
+                self.custom.create_namespaced_custom_object(
+                    "kopf.dev", "v1", namespace, "kopfpeerings", {**body, "kind": "KopfPeering"}
+                )
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
+
     def secret_data(self, namespace: str, name: str) -> dict[str, str]:
         secret = self.core.read_namespaced_secret(name, namespace)
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}

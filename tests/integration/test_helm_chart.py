@@ -1,0 +1,127 @@
+"""The Helm chart on a real API server: it lints, every object it renders is accepted
+(server-side dry run, CRDs included), it installs and upgrades for real with a stable
+webhook certificate, and values.schema.json refuses bad values by name."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.cluster import new_namespace
+from tests.support.testbed import ROOT, helm, kubectl
+
+pytestmark = pytest.mark.k8s
+
+CHART = str(ROOT / "helm" / "onceflow")
+KUBE_VERSION = "--kube-version=1.34.4"
+
+
+def _render(kubeconfig: str, namespace: str, *values: str) -> list[dict[str, Any]]:
+    out = helm(kubeconfig, "template", "of", CHART, "-n", namespace, KUBE_VERSION, *values)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> None:
+    assert "0 chart(s) failed" in helm(kubeconfig, "lint", CHART, "--strict").stdout
+    namespace = new_namespace(kubeconfig, "chart")
+    documents = _render(kubeconfig, namespace)
+    kinds = sorted({d["kind"] for d in documents})
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+        "ValidatingWebhookConfiguration",
+    ]
+    crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 5
+    assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in crds)
+    applied = kubectl(
+        kubeconfig, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(documents)
+    )
+    assert applied.stdout.count("(server dry run)") == len(documents)
+
+
+@pytest.fixture
+def release(kubeconfig: str) -> Iterator[tuple[str, str]]:
+    namespace = new_namespace(kubeconfig, "helm")
+    name = f"of-{uuid.uuid4().hex[:6]}"
+    try:
+        yield name, namespace
+    finally:
+        helm(kubeconfig, "uninstall", name, "-n", namespace, "--wait", check=False)
+
+
+def test_chart_installs_and_upgrades_with_a_stable_webhook_certificate(
+    kubeconfig: str, release: tuple[str, str]
+) -> None:
+    release_name, namespace = release
+    name = f"{release_name}-onceflow"  # the chart's full name for this release
+    # The test bed already has the CRDs (installed by kubectl), and no pod runs here:
+    # the webhook is confined to this namespace so other tests never call it.
+    values = ["--set", "crds.install=false", "--set", f"watchNamespaces={{{namespace}}}"]
+    helm(kubeconfig, "install", release_name, CHART, "-n", namespace, *values)
+    webhook = yaml.safe_load(
+        kubectl(kubeconfig, "get", "validatingwebhookconfiguration", name, "-o", "yaml").stdout
+    )
+    first_ca = webhook["webhooks"][0]["clientConfig"]["caBundle"]
+    assert [w["clientConfig"]["service"]["path"] for w in webhook["webhooks"]] == [
+        "/validate-pipelines",
+        "/validate-kafkasources",
+        "/validate-sparkjobs",
+    ]
+    selector = webhook["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]
+    assert selector["values"] == [namespace]
+    deployment = yaml.safe_load(
+        kubectl(kubeconfig, "get", "deployment", name, "-n", namespace, "-o", "yaml").stdout
+    )
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--namespace={namespace}" in args
+    assert "--webhook-port=9443" in args
+
+    helm(
+        kubeconfig,
+        "upgrade",
+        release_name,
+        CHART,
+        "-n",
+        namespace,
+        *values,
+        "--set",
+        "replicaCount=3",
+    )
+    webhook = yaml.safe_load(
+        kubectl(kubeconfig, "get", "validatingwebhookconfiguration", name, "-o", "yaml").stdout
+    )
+    assert webhook["webhooks"][0]["clientConfig"]["caBundle"] == first_ca, "cert regenerated"
+    replicas = kubectl(
+        kubeconfig, "get", "deployment", name, "-n", namespace, "-o", "jsonpath={.spec.replicas}"
+    ).stdout
+    assert replicas == "3"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("replicaCount=0", "replicaCount"),
+        ("webhook.failurePolicy=Sometimes", "failurePolicy"),
+        ("operator.fenceTimeoutSeconds=0", "fenceTimeoutSeconds"),
+        ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
+        ("replicas=2", "replicas"),
+    ],
+)
+def test_values_schema_refuses_bad_values_naming_them(
+    kubeconfig: str, value: str, named: str
+) -> None:
+    refused = helm(kubeconfig, "template", "of", CHART, KUBE_VERSION, "--set", value, check=False)
+    assert refused.returncode != 0
+    assert named in refused.stderr, refused.stderr
