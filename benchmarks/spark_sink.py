@@ -67,8 +67,12 @@ def _settings(
     )
 
 
-def throughput(spark: object, bootstrap: str, source: str, records: int, delivery: str) -> float:
-    settings = _settings(bootstrap, source, delivery, 4, availableNow=True)
+def throughput(
+    spark: object, bootstrap: str, source: str, records: int, delivery: str, batch: int
+) -> float:
+    settings = _settings(
+        bootstrap, source, delivery, 4, availableNow=True, maxOffsetsPerTrigger=batch
+    )
     started = time.perf_counter()
     query = start_query(spark, settings)
     query.awaitTermination()
@@ -127,16 +131,26 @@ def main() -> None:
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--samples", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=100_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     spark = local_session("onceflow-bench")
     source = _topic(args.bootstrap, "bench-in", 4)
     _fill(args.bootstrap, source, args.records)
-    throughput(spark, args.bootstrap, source, args.records, "atLeastOnce")  # warm-up
-    builtin = throughput(spark, args.bootstrap, source, args.records, "atLeastOnce")
-    exact = throughput(spark, args.bootstrap, source, args.records, "exactlyOnce")
+    # Both paths warm up first (JIT, Python workers, Arrow), then run in alternation so
+    # neither gets the quieter moment of the machine.
+    builtin: list[float] = []
+    exact: list[float] = []
+    for round_ in range(args.rounds + 1):
+        for delivery, results in (("atLeastOnce", builtin), ("exactlyOnce", exact)):
+            rate = throughput(spark, args.bootstrap, source, args.records, delivery, args.batch)
+            if round_:
+                results.append(rate)
+    best_builtin, best_exact = max(builtin), max(exact)
     print(
-        f"{args.records} records, 4 partitions: built-in sink {builtin:,.0f}/s, "
-        f"exactly-once sink {exact:,.0f}/s, ratio {exact / builtin:.2f} (target >= 0.80)"
+        f"{args.records} records in batches of {args.batch}, 4 partitions, best of "
+        f"{args.rounds}: built-in sink {best_builtin:,.0f}/s, exactly-once sink "
+        f"{best_exact:,.0f}/s, ratio {best_exact / best_builtin:.2f} (target >= 0.80)"
     )
     seconds = latency(spark, args.bootstrap, args.samples)
     print(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 # Codes meaning "another producer with this transactional.id took over".
 _FENCED_CODES = {
@@ -42,3 +43,15 @@ def describe_access_error(error: KafkaError, what: str) -> str | None:
     if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
         return f"{what}: not authorized; grant WRITE/READ/DESCRIBE on the topic"
     return None
+
+
+def initialise_transactions(producer: Producer, timeout_s: float, topic: str | None = None) -> None:
+    """``init_transactions`` after a metadata round trip. Without it librdkafka sends
+    FindCoordinator on the bootstrap connection it is about to replace by the broker's
+    real identity, loses the answer, and retries on a 500 ms timer: half a second on
+    many inits, and sinks and fencing init once per id per batch. ``topic`` narrows the
+    metadata request to a topic the caller writes anyway (none: all topics). The round
+    trip is only a warm-up: if it fails, init_transactions reports the real problem."""
+    with contextlib.suppress(KafkaException):
+        producer.list_topics(topic, timeout=timeout_s)
+    producer.init_transactions(timeout_s)

@@ -12,12 +12,14 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Message, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from onceflow.eos.clients import client_config
 
-POLL_S = 0.2
+# Short: the loop ends on the position, which moves past control records without
+# delivering a message, so a long poll would only wait for nothing.
+POLL_S = 0.02
 
 
 def end_offsets(
@@ -70,10 +72,17 @@ def read_to_end(
             "enable.auto.commit": False,
             "isolation.level": isolation,
             "enable.partition.eof": False,
+            # The end is known and usually near: a broker holding each fetch for the
+            # default 500 ms to fill it would make every short read cost a second.
+            "fetch.wait.max.ms": 10,
+            "auto.offset.reset": "earliest",
         }
     )
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        # An absolute offset starts fetching at once; a logical one (BEGINNING) waits for
+        # a timed offset query (~0.5 s) when the leader is not known yet. A log that no
+        # longer starts at 0 is reset to its earliest offset by auto.offset.reset.
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         deadline = time.monotonic() + timeout_s
         remaining = dict(ends)
         while remaining:

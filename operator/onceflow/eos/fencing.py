@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
 
-from onceflow.eos.clients import client_config, describe_access_error
+from onceflow.eos.clients import client_config, describe_access_error, initialise_transactions
 
 # Each fencing producer holds a few sockets and threads (about 5); 100 at once fences a
 # 100-task source in one wave (~0.6 s locally) and stays far from fd limits of a pod.
@@ -62,7 +62,7 @@ def fence_one(
     started = time.monotonic()
     producer = Producer({**client_config(bootstrap, extra), "transactional.id": transactional_id})
     try:
-        producer.init_transactions(timeout_s)
+        initialise_transactions(producer, timeout_s)
     except KafkaException as error:
         detail = error.args[0]
         message = describe_access_error(detail, transactional_id) or (

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from onceflow.api.connector import SourceOffset, SourcePartition, SourceRecord
-from onceflow.eos.clients import client_config, describe_access_error, is_fenced
+from onceflow.eos.clients import (
+    client_config,
+    describe_access_error,
+    initialise_transactions,
+    is_fenced,
+)
 from onceflow.eos.offsets import offset_key, offset_value
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
@@ -155,17 +160,20 @@ class TransactionalWriter(_ProducingWriter):
         except KafkaException as error:
             raise self._fail(error, what) from error
 
-    def initialize(self, timeout_s: float = 60, give_up_after_s: float = 300) -> None:
+    def initialize(
+        self, timeout_s: float = 60, give_up_after_s: float = 300, topic: str | None = None
+    ) -> None:
         """Fences every earlier producer of this id and aborts its open transaction.
 
         A timed-out call is resumed, not failed: librdkafka keeps the request going, and
         a process paused mid-call (a SIGSTOPped or partitioned zombie) must still get to
-        ask whether it was superseded instead of dying with an error."""
+        ask whether it was superseded instead of dying with an error. ``topic``: one this
+        writer will produce to, for the metadata round trip before initialising."""
         self._require(TxnState.NEW)
         deadline = time.monotonic() + give_up_after_s
         while True:
             try:
-                self.producer.init_transactions(timeout_s)
+                initialise_transactions(self.producer, timeout_s, topic)
                 break
             except KafkaException as error:
                 if _kafka_error(error).retriable() and time.monotonic() < deadline:
@@ -194,6 +202,26 @@ class TransactionalWriter(_ProducingWriter):
                 topic, key, value, headers, timestamp_ms, partition
             ),
         )
+
+    def send_rows(
+        self, topic: str, partition: int, rows: Iterable[tuple[bytes | None, bytes | None]]
+    ) -> int:
+        """Bulk path for sinks: one state check, then a tight produce loop (the per-record
+        checks of ``send`` cost more than librdkafka's own produce). Returns the count."""
+        self._require(TxnState.IN_TRANSACTION)
+        produce, sent = self.producer.produce, 0
+        try:
+            for key, value in rows:
+                while True:
+                    try:
+                        produce(topic, value, key, partition=partition)
+                        break
+                    except BufferError:
+                        self.producer.poll(QUEUE_FULL_WAIT_S)
+                sent += 1
+        except KafkaException as error:
+            raise self._fail(error, "produce") from error
+        return sent
 
     def send_offsets(
         self, topic: str, source: str, offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]]

@@ -195,7 +195,7 @@ class TaskRunner:
             transaction_timeout_ms=s.transaction_timeout_ms,
         )
         try:
-            writer.initialize()
+            writer.initialize(topic=s.topic)
             if self._superseded("before writing anything"):
                 return ExitCode.STOPPED
             txn = (

@@ -18,7 +18,11 @@ from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
 from onceflow.eos.offsets import ensure_topic
 from onceflow.model.spark_app import ISOLATION_CONF
-from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target
+from onceflow.spark.kafka_sink import (
+    ExactlyOnceKafkaSink,
+    sink_target,
+    with_output_partition,
+)
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
 
 INPUT_VIEW = "input"
@@ -85,18 +89,21 @@ def apply_transform(spark: Any, frame: Any, settings: SparkJobSettings) -> Any:
     return function(frame)
 
 
+def stream_writer(frame: Any, settings: SparkJobSettings) -> Any:
+    """The query's name, checkpoint and trigger: the same whichever sink follows."""
+    writer = frame.writeStream.queryName(settings.job).option(
+        "checkpointLocation", settings.checkpoint_location
+    )
+    if settings.available_now:
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=settings.trigger.spark_interval)
+
+
 def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     """Starts the query; the caller waits on it."""
     output = apply_transform(spark, read_input(spark, settings), settings)
     sink = settings.sink
-    writer = output.writeStream.queryName(settings.job).option(
-        "checkpointLocation", settings.checkpoint_location
-    )
-    writer = (
-        writer.trigger(availableNow=True)
-        if settings.available_now
-        else writer.trigger(processingTime=settings.trigger.spark_interval)
-    )
+    writer = stream_writer(output, settings)
     # The transactional sink is the `enabled` step's switch (DESIGN 3.3): before it, the
     # job writes through Spark's own sink, as every producer of the pipeline does.
     exactly_once = settings.mode is ExactlyOnceMode.ENABLED
@@ -117,16 +124,18 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         return writer.foreachBatch(batch_sink(ExactlyOnceKafkaSink(target), settings)).start()
     if sink.kafka is not None:
         # Spark's built-in sink: at-least-once (delivery: atLeastOnce, or a pipeline not yet
-        # enabled). Same topic and partition count, and Kafka's default partitioner picks
-        # the same partitions as the transactional sink does.
+        # enabled). Same topic, partition count and partition column as the
+        # transactional sink, so keys stay on their partitions across the switch.
         ensure_topic(
             settings.bootstrap_servers,
             sink.kafka.topic,
             partitions=sink.kafka.partitions,
             extra=settings.kafka_config,
         )
+        placed = with_output_partition(output, sink.kafka.partitions)
         return (
-            writer.format("kafka")
+            stream_writer(placed, settings)
+            .format("kafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
             .option("topic", sink.kafka.topic)
             .start()

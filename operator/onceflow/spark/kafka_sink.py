@@ -5,13 +5,15 @@ is written again. Here every output partition is written by its own transactiona
 producer (``<prefix>-<job>-sink-<partition>``) together with a marker recording the
 batch id, in one transaction. A task attempt first initialises (fencing any earlier
 attempt of the same partition), then reads that partition's marker read_committed to
-the end: a batch already committed there is skipped. Rows go to partitions by Kafka's
-own murmur2 of the key, so a replay puts every row where the first attempt did.
+the end: a batch already committed there is skipped. Rows go to partitions by a stable
+hash of the key computed in the JVM, so a replay puts every row where the first
+attempt did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,6 @@ from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import TransactionalWriter
-from onceflow.logic.partitioning import partition_for
 from onceflow.model.spark_names import sink_marker_topic, sink_transactional_id
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -79,7 +80,10 @@ def committed_batch(target: SinkTarget, partition: int) -> int | None:
 
 
 def write_partition(
-    target: SinkTarget, batch_id: int, partition: int, rows: Iterable[tuple[bytes | None, bytes]]
+    target: SinkTarget,
+    batch_id: int,
+    partition: int,
+    rows: Iterable[tuple[bytes | None, bytes | None]],
 ) -> int:
     """Writes one output partition of one batch exactly once; returns rows written."""
     writer = TransactionalWriter(
@@ -88,17 +92,14 @@ def write_partition(
         extra=target.extra,
     )
     try:
-        writer.initialize()
+        writer.initialize(topic=target.topic)
         done = committed_batch(target, partition)
         if done is not None and done >= batch_id:
             return 0  # a replay of a batch this partition already committed
         writer.begin()
-        written = 0
-        for key, value in rows:
-            writer.send(target.topic, key, value, partition=partition)
-            written += 1
-            if target.fail_once_flag and written == 10:
-                _fail_once(target.fail_once_flag, partition, batch_id)
+        if target.fail_once_flag:
+            rows = _failing_after(rows, 10, target.fail_once_flag, partition, batch_id)
+        written = writer.send_rows(target.topic, partition, rows)
         marker = str(batch_id).encode()
         writer.send(target.marker_topic, str(partition).encode(), marker, partition=partition)
         writer.commit()
@@ -109,6 +110,20 @@ def write_partition(
 
 class InjectedSinkFailureError(RuntimeError):
     """Raised by a chaos drill, never in normal operation."""
+
+
+def _failing_after(
+    rows: Iterable[tuple[bytes | None, bytes | None]],
+    count: int,
+    flag: str,
+    partition: int,
+    batch_id: int,
+) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """The rows, failing (once per flag file) after ``count`` were handed out."""
+    for handed, row in enumerate(rows, start=1):
+        yield row
+        if handed == count:
+            _fail_once(flag, partition, batch_id)
 
 
 def _fail_once(flag: str, partition: int, batch_id: int) -> None:
@@ -122,40 +137,86 @@ def _fail_once(flag: str, partition: int, batch_id: int) -> None:
     )
 
 
-def keyed_partition(row: Any, partitions: int) -> tuple[int, tuple[bytes | None, bytes]]:
-    key = _bytes(row["key"]) if "key" in row.asDict() else None
-    value = _bytes(row["value"])
-    return partition_for(key if key is not None else value, partitions), (key, value)
+WRITTEN_SCHEMA = "partition INT, written LONG"
+PARTITION_COLUMN = "partition"
 
 
-def _bytes(value: Any) -> bytes:
-    if value is None or isinstance(value, bytes | bytearray):
-        return bytes(value) if value is not None else b""
-    return str(value).encode()
+def _spread(sql: Any) -> Any:
+    """What decides a row's output partition: its key, or its value when keyless."""
+    return sql.coalesce(sql.col("key"), sql.col("value"))
+
+
+def with_output_partition(frame: Any, partitions: int) -> Any:
+    """Key, value (as bytes, as Spark's own Kafka sink takes them; other column types
+    are written as their string form) and the output partition.
+
+    The partition is ``pmod(hash(key), partitions)``: Spark's Murmur3, the very hash
+    ``repartition(partitions, key)`` shuffles by, so a shuffle puts each output
+    partition's rows in one task without a Python pass; computed in the JVM, it is
+    the same in every replay. Spark's own Kafka sink honours the column too, so a
+    pipeline's output keeps its partitioning when it switches sinks at ``enabled``."""
+    from pyspark.sql import functions as sql
+
+    def as_bytes(column: str) -> Any:
+        return sql.col(column).cast("string").cast("binary").alias(column)
+
+    key = as_bytes("key") if "key" in frame.columns else sql.lit(None).cast("binary").alias("key")
+    return frame.select(key, as_bytes("value")).withColumn(
+        PARTITION_COLUMN, sql.pmod(sql.hash(_spread(sql)), sql.lit(partitions)).cast("int")
+    )
+
+
+def write_sorted_partitions(
+    target: SinkTarget, batch_id: int
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``mapInArrow`` step over rows sorted by output partition: one transaction per
+    output partition, streamed (a partition's rows are never all held in memory)."""
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        rows = (
+            row
+            for batch in batches
+            for row in zip(
+                batch.column(PARTITION_COLUMN).to_pylist(),
+                batch.column("key").to_pylist(),
+                batch.column("value").to_pylist(),
+                strict=True,
+            )
+        )
+        for partition, group in itertools.groupby(rows, key=lambda row: row[0]):
+            written = write_partition(target, batch_id, partition, ((k, v) for _, k, v in group))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([partition], pa.int32()), pa.array([written], pa.int64())],
+                names=[PARTITION_COLUMN, "written"],
+            )
+
+    return write
 
 
 class ExactlyOnceKafkaSink:
-    """The ``foreachBatch`` function: shuffles rows into their output partitions and
-    writes each partition in one transaction with its batch marker."""
+    """The ``foreachBatch`` function: Spark shuffles rows to their output partitions
+    and sorts them in the JVM; Python only sees Arrow batches and writes each output
+    partition's rows and batch marker in one transaction."""
 
     def __init__(self, target: SinkTarget) -> None:
         self.target = target
         prepare_topics(target)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        from pyspark import TaskContext
+        from pyspark.sql import functions as sql
 
         target = self.target
-        pairs = frame.rdd.map(lambda row: keyed_partition(row, target.partitions))
-        exact = pairs.partitionBy(target.partitions, lambda p: p)
-
-        def write(items: Iterable[tuple[int, tuple[bytes | None, bytes]]]) -> None:
-            context = TaskContext.get()
-            assert context is not None
-            write_partition(target, batch_id, context.partitionId(), (kv for _, kv in items))
-
+        # The sort keeps the writer correct even if a shuffle partition ever holds more
+        # than one output partition; normally each holds exactly one.
+        grouped = (
+            with_output_partition(frame, target.partitions)
+            .repartition(target.partitions, _spread(sql))
+            .sortWithinPartitions(PARTITION_COLUMN)
+        )
         try:
-            exact.foreachPartition(write)
+            grouped.mapInArrow(write_sorted_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
         except KafkaException as error:  # surfaced on the driver: fail the batch, keep state
             raise RuntimeError(f"exactly-once Kafka sink failed in batch {batch_id}") from error
 
