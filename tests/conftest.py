@@ -6,7 +6,9 @@ or starts it (and stops what it started when the session ends).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -45,22 +47,13 @@ def postgres_dsn() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """A local SparkSession with Spark's Kafka connector on the classpath."""
-    from pyspark.sql import SparkSession
+def spark() -> Iterator[SparkSession]:
+    """The drivers' own local SparkSession (Kafka connector jars, this interpreter for
+    Python workers), so tests run Spark exactly as `onceflow spark-job` does."""
+    from onceflow.spark.session import local_session
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("onceflow-tests")
-        .config("spark.jars", ",".join(spark_jars()))
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
+    os.environ.setdefault("ONCEFLOW_SPARK_JARS", str(Path(spark_jars()[0]).parent))
+    session = local_session("onceflow-tests")
     try:
         yield session
     finally:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 
+from onceflow.eos.consume import read_to_end
+from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target, with_output_partition
 from tests.support.kafka import new_topic
 
 if TYPE_CHECKING:
@@ -55,3 +57,35 @@ def test_streaming_read_committed_skips_aborted_transactions(
     assert _stream_values(spark, kafka_bootstrap, topic, "read_committed") == ["c1", "c2"]
     # The same query reading uncommitted data shows the aborted record leaking.
     assert _stream_values(spark, kafka_bootstrap, topic, "read_uncommitted") == ["a1", "c1", "c2"]
+
+
+def _placement(bootstrap: str, topic: str) -> dict[str, set[int]]:
+    placed: dict[str, set[int]] = {}
+    for message in read_to_end(bootstrap, topic):
+        placed.setdefault((message.key() or b"").decode(), set()).add(message.partition())
+    return placed
+
+
+def test_both_kafka_sinks_put_every_key_on_the_same_partition(
+    spark: SparkSession, kafka_bootstrap: str
+) -> None:
+    """Before `enabled` a job writes through Spark's own sink, after it through the
+    transactional one: a key must not move partitions at the switch."""
+    rows = [(f"k{i % 50}", f"v{i}") for i in range(500)]
+    frame = spark.createDataFrame(rows, "key string, value string")
+    builtin = new_topic(kafka_bootstrap, "place-builtin", partitions=4)
+    (
+        with_output_partition(frame, 4)
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("topic", builtin)
+        .save()
+    )
+    exact = f"place-exact-{uuid.uuid4().hex[:6]}"
+    ExactlyOnceKafkaSink(sink_target(kafka_bootstrap, {}, exact, 4, "test", exact))(frame, 0)
+
+    by_builtin, by_exact = _placement(kafka_bootstrap, builtin), _placement(kafka_bootstrap, exact)
+    assert len(by_exact) == 50
+    assert all(len(partitions) == 1 for partitions in by_exact.values())
+    assert by_exact == by_builtin
+    assert len(set().union(*by_exact.values())) == 4, "50 keys spread over every partition"
