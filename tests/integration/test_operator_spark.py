@@ -65,6 +65,17 @@ def _job(partitions: int) -> dict[str, Any]:
     }
 
 
+def _pipeline(cluster: Cluster, bootstrap: str, mode: str) -> None:
+    cluster.create(
+        "pipelines",
+        {
+            "kind": "Pipeline",
+            "metadata": {"name": "orders"},
+            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": mode},
+        },
+    )
+
+
 def _application(cluster: Cluster) -> dict[str, Any] | None:
     items = cluster.custom.list_namespaced_custom_object(
         "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications"
@@ -88,14 +99,7 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
     cluster, _, _ = operator
-    cluster.create(
-        "pipelines",
-        {
-            "kind": "Pipeline",
-            "metadata": {"name": "orders"},
-            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "enabled"},
-        },
-    )
+    _pipeline(cluster, kafka_bootstrap, "enabled")
     cluster.create("sparkjobs", _job(2))
     wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
     app = _application(cluster)
@@ -170,14 +174,7 @@ def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(
     """No Job controller runs here: the test reports the driver pod ready, as the Job
     controller would, and the job's observed mode follows."""
     cluster, _, _ = operator
-    cluster.create(
-        "pipelines",
-        {
-            "kind": "Pipeline",
-            "metadata": {"name": "orders"},
-            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "disabled"},
-        },
-    )
+    _pipeline(cluster, kafka_bootstrap, "disabled")
     job = _job(2)
     job["spec"]["submitter"] = "spark-submit"
     cluster.create("sparkjobs", job)

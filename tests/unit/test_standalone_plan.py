@@ -12,35 +12,34 @@ from onceflow.api import InvalidResourceError
 from onceflow.standalone.supervisor import plan_run
 
 
+def _resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def _documents(sink: dict[str, Any], *extra: dict[str, Any], sources: Any = None) -> list[Any]:
-    pipeline = {
-        "apiVersion": "onceflow.io/v1alpha1",
-        "kind": "Pipeline",
-        "metadata": {"name": "p"},
-        "spec": {"kafka": {"bootstrapServers": "kafka:9092"}, "exactlyOnce": "enabled"},
-    }
-    source = {
-        "apiVersion": "onceflow.io/v1alpha1",
-        "kind": "KafkaSource",
-        "metadata": {"name": "counter"},
-        "spec": {
-            "pipeline": "p",
-            "topic": "counts",
-            "connector": {"type": "sequence", "config": {"streams": 2}},
-        },
-    }
-    job = {
-        "apiVersion": "onceflow.io/v1alpha1",
-        "kind": "SparkJob",
-        "metadata": {"name": "copier"},
-        "spec": {
+    pipeline = _resource(
+        "Pipeline", "p", {"kafka": {"bootstrapServers": "kafka:9092"}, "exactlyOnce": "enabled"}
+    )
+    connector = {"type": "sequence", "config": {"streams": 2}}
+    source = _resource(
+        "KafkaSource", "counter", {"pipeline": "p", "topic": "counts", "connector": connector}
+    )
+    job = _resource(
+        "SparkJob",
+        "copier",
+        {
             "pipeline": "p",
             "input": {"sources": sources or ["counter"]},
             "transform": {"sql": "SELECT key, value FROM input"},
             "sink": sink,
             "checkpoint": {"pvc": "copier-checkpoint"},
         },
-    }
+    )
     return [pipeline, source, job, *extra]
 
 
