@@ -9,15 +9,12 @@ of one slice serialise on the marker's primary key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
-
-from onceflow.logic.partitioning import partition_for
 
 MARKERS_TABLE = "onceflow_sink_batches"
 
@@ -94,12 +91,6 @@ def write_slice(
         return len(batch)
 
 
-def slice_of(row: Sequence[Any], key_positions: Sequence[int], slices: int) -> int:
-    """A stable slice per row: by its key columns, or by the whole row for appends."""
-    chosen = [row[i] for i in key_positions] if key_positions else list(row)
-    return partition_for(json.dumps(chosen, default=str).encode(), slices)
-
-
 class ExactlyOncePostgresSink:
     def __init__(self, target: PostgresTarget) -> None:
         self.target = target
@@ -107,16 +98,18 @@ class ExactlyOncePostgresSink:
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         from pyspark import TaskContext
+        from pyspark.sql import functions as spark_sql
 
         target = self.target
         columns = list(frame.columns)
-        positions = [columns.index(k) for k in target.key]
-        keyed = frame.rdd.map(lambda row: (slice_of(tuple(row), positions, target.slices), row))
-        exact = keyed.partitionBy(target.slices, lambda s: s)
+        # Slices by the key columns (the whole row for appends): Spark's Murmur3 in the
+        # JVM, so a replayed batch gives every slice the same rows without a Python pass.
+        spread = [spark_sql.col(c) for c in (target.key or columns)]
+        sliced = frame.repartition(target.slices, *spread)
 
-        def write(items: Iterable[tuple[int, Any]]) -> None:
+        def write(rows: Iterable[Any]) -> None:
             context = TaskContext.get()
             assert context is not None
-            write_slice(target, batch_id, context.partitionId(), columns, (r for _, r in items))
+            write_slice(target, batch_id, context.partitionId(), columns, rows)
 
-        exact.foreachPartition(write)
+        sliced.foreachPartition(write)
