@@ -102,8 +102,10 @@ class SparkJobReconciler:
         status = self._status(obj)
         settings = job_settings(job, pipeline, mode, topics)
         submission = submission_of(job)
-        self._remove_other_submissions(obj, job, status)
         application = self._get(submission, job)
+        if application is None:
+            # Only before creating its own driver object can another submitter's exist.
+            self._remove_other_submissions(obj, job, status)
         kafka = job.spec.sink.kafka
         wanted = kafka.partitions if kafka else None
         if wanted and status.sink_partitions and status.sink_partitions != wanted:
