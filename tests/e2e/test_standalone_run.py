@@ -200,8 +200,12 @@ def test_run_copies_a_source_through_a_spark_job_exactly_once_across_a_driver_ki
             60,
             "the old sink ids fenced",
         )
-        text = log.read_text()
-        assert text.index("sink partitions 2 -> 3") < text.rindex("copier: driver started")
+
+        def new_driver_after_fencing() -> bool:
+            text = log.read_text()
+            return text.rfind("copier: driver started") > text.index("sink partitions 2 -> 3")
+
+        wait_for(new_driver_after_fencing, 30, "the new driver, started after the fencing")
     finally:
         run.send_signal(signal.SIGINT)
         assert run.wait(60) == 0
