@@ -97,12 +97,18 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
             60,
             "generation 2 to be fenced and recorded",
         )
+        wait_for(lambda: "generation 2 running" in log.read_text(), 30, "generation 2 to start")
         text = log.read_text()
         assert f"{name}-counter-2" in text, "task 2's id of generation 1 was fenced"
         assert text.index("fenced 3 transactional id(s)") < text.index("generation 2 running")
 
-        pids = json.loads((state / "default.counter.pids.json").read_text())
-        assert sorted(pids) == ["0", "1"]
+        pids_file = state / "default.counter.pids.json"
+        wait_for(
+            lambda: sorted(json.loads(pids_file.read_text())) == ["0", "1"],
+            30,
+            "the pids of generation 2's two tasks",
+        )
+        pids = json.loads(pids_file.read_text())
         os.kill(pids["0"], signal.SIGKILL)
         wait_for(lambda: "task 0 exited -9; restarting" in log.read_text(), 30, "the crash")
         wait_for(lambda: "g2: task 0 started" in log.read_text(), 30, "the restart")
