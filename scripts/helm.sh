@@ -3,6 +3,7 @@
 # The version is stamped in (a plain `go install` reports v3 "unreleased" and assumes
 # an old Kubernetes); `helm template` callers still pass --kube-version.
 source "$(dirname "$0")/lib.sh"
+stdout_is_value
 HELM_VERSION="${HELM_VERSION:-3.19.5}"
 BIN="$ONCEFLOW_CACHE/helm/v$HELM_VERSION"
 if [[ ! -x "$BIN/helm" ]]; then
@@ -10,8 +11,8 @@ if [[ ! -x "$BIN/helm" ]]; then
   log "building helm v$HELM_VERSION from the Go module proxy (a few minutes cold)"
   GOBIN="$BIN/partial" GOFLAGS="-buildvcs=false" go install \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION" \
-    "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" >&2
+    "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
   mv "$BIN/partial/helm" "$BIN/helm"
   rmdir "$BIN/partial"
 fi
-echo "$BIN/helm"
+emit "$BIN/helm"

@@ -5,6 +5,7 @@
 # staging module at its published v0.Y.Z twin. Binaries are cached by version; a
 # finished binary is never rebuilt, and an interrupted build resumes from Go's caches.
 source "$(dirname "$0")/lib.sh"
+stdout_is_value
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 BIN="$ONCEFLOW_CACHE/k8s/v$K8S_VERSION-etcd$ETCD_VERSION"
@@ -53,4 +54,4 @@ build_etcd() {
 
 build_etcd
 build_kubernetes
-echo "$BIN"
+emit "$BIN"

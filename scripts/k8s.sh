@@ -4,6 +4,7 @@
 # test harness runs them, and owned objects are not garbage-collected. CRDs, status
 # subresources, finalizers, RBAC, watches and admission webhooks are all real.
 source "$(dirname "$0")/lib.sh"
+stdout_is_value
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 K8S_PORT="${K8S_PORT:-16443}"
@@ -67,7 +68,7 @@ start_etcd() {
     --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
     --initial-cluster "testbed=http://127.0.0.1:$((ETCD_PORT + 1))" \
     --listen-metrics-urls "http://127.0.0.1:$((ETCD_PORT + 2))" \
-    >"$DIR/etcd.log" 2>&1 </dev/null &
+    >"$DIR/etcd.log" 2>&1 </dev/null 3>&- &
   echo $! >"$DIR/etcd.pid"
   wait_for "etcd on $ETCD_PORT" 60 etcd_ready
 }
@@ -91,7 +92,7 @@ start_apiserver() {
     --disable-admission-plugins ServiceAccount \
     --allow-privileged=true \
     --cert-dir "$DIR/pki/generated" \
-    >"$DIR/apiserver.log" 2>&1 </dev/null &
+    >"$DIR/apiserver.log" 2>&1 </dev/null 3>&- &
   echo $! >"$DIR/apiserver.pid"
   if ! wait_for "kube-apiserver /readyz" 120 apiserver_ready; then
     tail -30 "$DIR/apiserver.log" >&2; return 1
@@ -106,7 +107,7 @@ up() {
   start_etcd
   start_apiserver
   log "kube-apiserver ready; KUBECONFIG=$KUBECONFIG_OUT"
-  echo "$KUBECONFIG_OUT"
+  emit "$KUBECONFIG_OUT"
 }
 
 down() {
@@ -117,7 +118,7 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  bin) ensure_binaries && echo "$BIN" ;;
-  status) pid_alive "$DIR/apiserver.pid" && apiserver_ready >/dev/null 2>&1 && echo "$KUBECONFIG_OUT" ;;
+  bin) ensure_binaries && emit "$BIN" ;;
+  status) pid_alive "$DIR/apiserver.pid" && apiserver_ready >/dev/null 2>&1 && emit "$KUBECONFIG_OUT" ;;
   *) echo "usage: $0 up|down|status|bin" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
 # data and logs live in .onceflow/kafka/. `up` is idempotent and returns only when an
 # AdminClient can list topics, so callers never race the broker.
 source "$(dirname "$0")/lib.sh"
+stdout_is_value
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
@@ -17,7 +18,7 @@ fetch_libs() {
   [[ -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]] && return 0
   log "resolving Kafka $KAFKA_VERSION jars from Maven Central"
   local build="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/build"
-  mvn -q -B -f "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" package \
+  maven -f "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" package \
     -Dkafka.version="$KAFKA_VERSION" -Dbuild.dir="$build" -Dlibs.dir="$LIBS.partial"
   rm -rf "$LIBS" && mv "$LIBS.partial" "$LIBS"
 }
@@ -81,7 +82,7 @@ PY
 
 up() {
   if pid_alive "$PIDFILE" && broker_ready; then
-    log "Kafka already running"; echo "$BOOTSTRAP"; return 0
+    log "Kafka already running"; emit "$BOOTSTRAP"; return 0
   fi
   stop_pidfile "$PIDFILE" kafka
   fetch_libs
@@ -95,20 +96,20 @@ up() {
   # setsid: the broker must outlive the make/pytest process that started it.
   setsid bash -c "exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile='$DIR/log4j2.properties' -cp '$LIBS/*' kafka.Kafka '$DIR/server.properties'" \
-    >"$DIR/stdout.log" 2>&1 </dev/null &
+    >"$DIR/stdout.log" 2>&1 </dev/null 3>&- &
   echo $! >"$PIDFILE"
   if ! wait_for "Kafka on $BOOTSTRAP" 120 broker_ready; then
     tail -30 "$DIR/broker.log" "$DIR/stdout.log" >&2 || true
     return 1
   fi
   log "Kafka ready"
-  echo "$BOOTSTRAP"
+  emit "$BOOTSTRAP"
 }
 
 case "${1:-}" in
   up) up ;;
   down) stop_pidfile "$PIDFILE" kafka ;;
-  libs) fetch_libs && echo "$LIBS" ;;
-  status) pid_alive "$PIDFILE" && broker_ready && echo "$BOOTSTRAP" ;;
+  libs) fetch_libs && emit "$LIBS" ;;
+  status) pid_alive "$PIDFILE" && broker_ready && emit "$BOOTSTRAP" ;;
   *) echo "usage: $0 up|down|status|libs" >&2; exit 2 ;;
 esac

@@ -8,6 +8,19 @@ mkdir -p "$ONCEFLOW_CACHE" "$ONCEFLOW_STATE"
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# Scripts whose stdout is a value (an address, a path) call `stdout_is_value` first.
+# From then on the script and every tool it runs (Maven, Go, apt, java) write to
+# stderr, and only `emit` reaches the caller's stdout: `$(bash scripts/kafka.sh up)`
+# captures the value and nothing else, whatever a tool prints on a cold cache (a cold
+# Maven run once put ANSI codes into the captured bootstrap address). Daemons started
+# from such a script close fd 3 (`3>&-`): one that kept it would hold the caller's
+# pipe open and `$(...)` would wait for the daemon to exit.
+stdout_is_value() { exec 3>&1 1>&2; }
+emit() { printf '%s\n' "$1" >&3; }
+
+# maven ARGS...: Maven for scripts — batch mode, quiet, no colour, no transfer progress.
+maven() { mvn -q -B --no-transfer-progress -Dstyle.color=never "$@"; }
+
 # wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds or the deadline passes.
 wait_for() {
   local what="$1" seconds="$2"; shift 2

@@ -3,6 +3,7 @@
 # .onceflow/postgres/. Installs the server package when it is missing. PostgreSQL
 # refuses to run as root, so under root the server runs as the `postgres` user.
 source "$(dirname "$0")/lib.sh"
+stdout_is_value
 PG_PORT="${PG_PORT:-55432}"
 DIR="$ONCEFLOW_STATE/postgres"
 DATA="$DIR/data"
@@ -38,10 +39,10 @@ up() {
     log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
     # fsync off: test data is disposable and fsync dominates small-transaction latency.
     as_owner "$bin/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 start \
-      -o "-p $PG_PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" >&2
+      -o "-p $PG_PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" 3>&-
   fi
   wait_for "PostgreSQL on $PG_PORT" 60 "$bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
-  echo "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres"
+  emit "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres"
 }
 
 down() {
@@ -53,6 +54,6 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  status) [[ -f "$DATA/PG_VERSION" ]] && "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && echo "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres" ;;
+  status) [[ -f "$DATA/PG_VERSION" ]] && "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && emit "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres" ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

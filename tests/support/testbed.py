@@ -38,12 +38,12 @@ class ScriptedService:
         """Returns the service's address, starting the service if nothing answers."""
         status = self._run("status")
         if status.returncode == 0 and status.stdout.strip():
-            return status.stdout.strip().splitlines()[-1]
+            return status.stdout.strip()
         up = self._run("up")
         if up.returncode != 0:
             raise RuntimeError(f"{self.script} up failed:\n{up.stderr}\n{up.stdout}")
         self.started_here = True
-        return up.stdout.strip().splitlines()[-1]
+        return up.stdout.strip()
 
     def release(self) -> None:
         """Stops the service only if this process started it."""
@@ -61,7 +61,7 @@ def spark_jars() -> list[str]:
         env={**os.environ, "PYTHON": sys.executable},
         check=True,
     )
-    libs = Path(out.stdout.strip().splitlines()[-1])
+    libs = Path(out.stdout.strip())
     return sorted(str(p) for p in libs.glob("*.jar"))
 
 
@@ -73,7 +73,7 @@ def kubectl_path() -> str:
         text=True,
         check=True,
     )
-    return str(Path(out.stdout.strip().splitlines()[-1]) / "kubectl")
+    return str(Path(out.stdout.strip()) / "kubectl")
 
 
 def kubectl(
@@ -95,7 +95,7 @@ def helm(kubeconfig: str, *args: str, check: bool = True) -> subprocess.Complete
         ["bash", str(ROOT / "scripts" / "helm.sh")], capture_output=True, text=True, check=True
     )
     return subprocess.run(
-        [built.stdout.strip().splitlines()[-1], "--kubeconfig", kubeconfig, *args],
+        [built.stdout.strip(), "--kubeconfig", kubeconfig, *args],
         capture_output=True,
         text=True,
         check=check,

@@ -1,0 +1,112 @@
+"""The test-bed scripts whose stdout is a value print that value and nothing else.
+
+Callers capture them (`BOOTSTRAP="$(bash scripts/kafka.sh up)"`), so one stray byte
+from a tool breaks the caller. The tools only run on a cold cache, which CI never
+has, so these tests put noisy stand-ins for Maven and Go first on PATH and point the
+cache at an empty directory: every download/build path runs, and every stand-in
+writes ANSI codes and chatter to stdout, as a cold `mvn -q -B` once did.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What a cold Maven 3.8 printed on stdout with -q -B, plus ordinary chatter.
+NOISE = r"printf '\033[0m\033[0mDownloading from central: ...\n'"
+
+FAKE_MVN = f"""#!/usr/bin/env bash
+echo "mvn $*" >>"$FAKE_CALLS"
+{NOISE}
+for arg in "$@"; do
+  case "$arg" in
+    -Dlibs.dir=*) libs="${{arg#-Dlibs.dir=}}" ;;
+    -Dkafka.version=*) jar="kafka_2.13-${{arg#-Dkafka.version=}}.jar" ;;
+    -Dspark.version=*) jar="spark-sql-kafka-0-10_2.13-${{arg#-Dspark.version=}}.jar" ;;
+  esac
+done
+mkdir -p "$libs" && touch "$libs/$jar"
+"""
+
+# `go mod download -json` is the one call whose stdout is data (the script reads it).
+FAKE_GO = f"""#!/usr/bin/env bash
+echo "go $*" >>"$FAKE_CALLS"
+[[ "$1 $2" == "mod download" ]] || {NOISE}
+case "$1 $2" in
+  "mod download") printf '{{"GoMod": "%s"}}\\n' "$FAKE_GOMOD" ;;
+  "install "*) mkdir -p "$GOBIN" && printf '#!/bin/sh\\n' >"$GOBIN/helm" && chmod +x "$GOBIN/helm" ;;
+  "build "*)
+    while [[ $# -gt 0 ]]; do
+      if [[ "$1" == -o ]]; then printf '#!/bin/sh\\n' >"$2"; chmod +x "$2"; fi
+      shift
+    done ;;
+esac
+"""
+
+
+@pytest.fixture
+def cold_env(tmp_path: Path) -> dict[str, str]:
+    """An environment with an empty cache and noisy mvn/go first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"mvn": FAKE_MVN, "go": FAKE_GO}.items():
+        tool = bin_dir / name
+        tool.write_text(body)
+        tool.chmod(0o755)
+    gomod = tmp_path / "kubernetes.mod"
+    gomod.write_text("replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n)\n")
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "ONCEFLOW_CACHE": str(tmp_path / "cache"),
+        "ONCEFLOW_STATE": str(tmp_path / "state"),
+        "FAKE_CALLS": str(tmp_path / "calls.log"),
+        "FAKE_GOMOD": str(gomod),
+        "SPARK_VERSION": "4.2.0",
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "tool", "value"),
+    [
+        (["kafka.sh", "libs"], "mvn", "kafka/4.1.1/libs"),
+        (["spark-jars.sh"], "mvn", "spark-kafka/4.2.0/libs"),
+        (["helm.sh"], "go", "helm/v3.19.5/helm"),
+        (["k8s-build.sh"], "go", "k8s/v1.34.4-etcd3.6.16"),
+        (["k8s.sh", "bin"], "go", "k8s/v1.34.4-etcd3.6.16"),
+    ],
+)
+def test_cold_cache_script_prints_only_its_value(
+    cold_env: dict[str, str], command: list[str], tool: str, value: str
+) -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / command[0]), *command[1:]],
+        capture_output=True,
+        text=True,
+        env=cold_env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    calls = Path(cold_env["FAKE_CALLS"]).read_text().splitlines()
+    assert any(call.startswith(f"{tool} ") for call in calls), "the cold path never ran"
+    assert done.stdout == f"{cold_env['ONCEFLOW_CACHE']}/{value}\n"
+    assert "\033[0m" in done.stderr, "the tool's output should reach stderr, not vanish"
+
+
+def test_maven_runs_without_colour(cold_env: dict[str, str]) -> None:
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "kafka.sh"), "libs"],
+        capture_output=True,
+        env=cold_env,
+        check=True,
+        timeout=60,
+    )
+    (mvn,) = Path(cold_env["FAKE_CALLS"]).read_text().splitlines()
+    assert "-Dstyle.color=never" in mvn.split()
+    assert "-B" in mvn.split()
