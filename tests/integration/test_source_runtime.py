@@ -80,29 +80,6 @@ def test_interval_boundary_groups_many_polls_into_few_transactions(
     assert final["records"] / final["transactions"] >= 5, final
 
 
-def test_connector_abort_discards_records_and_keeps_offsets(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    desired = plan(
-        kafka_bootstrap,
-        tasks_max=1,
-        boundary="connector",
-        connector="tests.support.connectors:AbortSecondBatchConnector",
-        config={"streams": 1, "limit": 10, "batchSize": 5},
-    )
-    settings = only_task(desired, tmp_path)
-    task = TaskProcess(settings, tmp_path).start()
-    wait_for(lambda: committed_offsets(desired) == {"s0": 5}, 60, "the first batch's commit")
-    assert task.terminate() == ExitCode.STOPPED
-    assert committed_offsets(desired) == {"s0": 5}, "an aborted batch must not move offsets"
-    pairs, _ = read_sequences(
-        kafka_bootstrap, desired.source.spec.topic, key_field="stream", seq_field="seq"
-    )
-    assert [seq for _, seq in pairs] == [1, 2, 3, 4, 5]
-    aborted = [e for e in task.progress if e["event"] == "aborted"]
-    assert aborted and aborted[-1]["discarded"] == 5, task.progress
-
-
 def test_reading_offsets_waits_for_an_open_transaction(kafka_bootstrap: str) -> None:
     topic = f"offsets-{uuid.uuid4().hex[:8]}"
     ensure_offsets_topic(kafka_bootstrap, topic)

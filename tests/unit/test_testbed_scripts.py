@@ -39,7 +39,8 @@ echo "go $*" >>"$FAKE_CALLS"
 [[ "$1 $2" == "mod download" ]] || {NOISE}
 case "$1 $2" in
   "mod download") printf '{{"GoMod": "%s"}}\\n' "$FAKE_GOMOD" ;;
-  "install "*) mkdir -p "$GOBIN" && printf '#!/bin/sh\\n' >"$GOBIN/helm" && chmod +x "$GOBIN/helm" ;;
+  "install "*)
+    mkdir -p "$GOBIN" && printf '#!/bin/sh\\n' >"$GOBIN/helm" && chmod +x "$GOBIN/helm" ;;
   "build "*)
     while [[ $# -gt 0 ]]; do
       if [[ "$1" == -o ]]; then printf '#!/bin/sh\\n' >"$2"; chmod +x "$2"; fi

@@ -52,13 +52,16 @@ class TransactionContext(Protocol):
         """Commit after the records of the current ``poll()`` batch."""
 
     def commit_transaction_after(self, record: SourceRecord) -> None:
-        """Commit right after ``record`` is written; later records open a new transaction."""
+        """Commit right after ``record`` (a record of the current batch) is written;
+        later records open a new transaction."""
 
     def abort_transaction(self) -> None:
-        """Abort after the current batch: its records are discarded, offsets not advanced."""
+        """Abort after the current batch: its records are discarded, and (KIP-618) their
+        offsets are committed anyway, so a restarted task does not emit them again."""
 
     def abort_transaction_after(self, record: SourceRecord) -> None:
-        """Abort right after ``record``: the open transaction up to it is discarded."""
+        """Abort right after ``record`` (a record of the current batch): the open
+        transaction up to it is discarded, its offsets committed as for an abort."""
 
 
 @dataclass(frozen=True)

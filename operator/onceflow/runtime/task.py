@@ -1,11 +1,12 @@
 """The source task loop: poll the connector, write records (and their offsets) to
 Kafka, make them durable at each boundary, then tell the connector.
 
-``enabled``: records and offsets in one transaction per boundary; the task resumes
-from offsets read ``read_committed`` to the end, so after any crash it continues
-exactly where the committed data ends. ``disabled``/``preparing``: idempotent
-producer, offsets flushed after acknowledgement (at-least-once); ``preparing`` already
-reads offsets ``read_committed`` and obeys the generation check.
+``enabled``: records and offsets in one transaction per boundary. Every mode resumes
+from offsets read ``read_committed`` to the end: after an ``enabled`` era the offsets
+topic can hold offsets of aborted transactions, and a ``disabled`` task that resumed
+from one would skip records that were never made visible. ``disabled``/``preparing``:
+idempotent producer, offsets flushed after acknowledgement (at-least-once);
+``preparing`` obeys the generation check.
 
 Exit codes (``ExitCode``): 0 stopped on request or superseded by a newer generation,
 75 fenced while its generation is still current (restart and fence back), 1 error.
@@ -57,6 +58,10 @@ log = logging.getLogger(__name__)
 # An idle connector is asked again this often; short enough that a new record waits
 # little, long enough that an idle task costs no CPU to speak of.
 IDLE_WAIT_S = 0.05
+
+
+class ConnectorContractError(Exception):
+    """The connector used the runtime's API in a way it does not allow."""
 
 
 class ExitCode(IntEnum):
@@ -141,7 +146,7 @@ class TaskRunner:
         )
         return task
 
-    def _read_offsets(self, isolation: str) -> StoredOffsets:
+    def _read_offsets(self) -> StoredOffsets:
         s = self.settings
         # Like Connect's topic.creation: the output topic is created with the broker's
         # defaults if missing, so tasks never depend on broker-side auto-creation.
@@ -152,7 +157,7 @@ class TaskRunner:
             s.offsets_topic,
             s.source,
             extra=s.kafka_config,
-            isolation=isolation,
+            isolation="read_committed",
         )
 
     def _made_durable(self, task: SourceTask, batch: PendingBatch, seconds: float) -> None:
@@ -180,7 +185,12 @@ class TaskRunner:
             if self.settings.mode.transactional:
                 return self._run_transactional()
             return self._run_idempotent()
-        except (ProducerFailedError, CommitUncertainError, TransactionAbortedError) as error:
+        except (
+            ProducerFailedError,
+            CommitUncertainError,
+            TransactionAbortedError,
+            ConnectorContractError,
+        ) as error:
             log.error("task %s: %s", self.settings.task_id, error)
             return ExitCode.ERROR
 
@@ -203,7 +213,7 @@ class TaskRunner:
                 if s.transaction_boundary is TransactionBoundary.CONNECTOR
                 else None
             )
-            task = self._start_task(self._read_offsets("read_committed"), txn)
+            task = self._start_task(self._read_offsets(), txn)
             try:
                 self._transactional_loop(task, writer, txn)
             finally:
@@ -233,8 +243,14 @@ class TaskRunner:
             batch = PendingBatch()
 
         def abort() -> None:
+            # KIP-618: an aborted transaction's records are dropped, but their offsets
+            # are still committed (alone, in a transaction of their own), so the
+            # connector's decision to drop them survives a restart.
             nonlocal batch
             writer.abort()
+            writer.begin()
+            writer.send_offsets(s.offsets_topic, s.source, batch.offsets)
+            writer.commit()
             self.metrics.aborted()
             self.progress(
                 {
@@ -254,6 +270,12 @@ class TaskRunner:
             records = task.poll()
             requests = txn.take() if txn else []
             after = {id(r.after): r for r in requests if r.after is not None}
+            if not after.keys() <= {id(r) for r in records}:
+                raise ConnectorContractError(
+                    "the connector asked to commit or abort after a record that is not in"
+                    " the batch its poll() just returned; boundaries can only follow records"
+                    " of the current batch"
+                )
             for record in records:
                 if not batch.open:
                     writer.begin()
@@ -275,10 +297,15 @@ class TaskRunner:
                 commit()
             if not records:
                 self.stop.wait(IDLE_WAIT_S)
-        if batch.open:
+        if batch.open and s.transaction_boundary is not TransactionBoundary.CONNECTOR:
             # Graceful stop finishes the open transaction: its records were polled and
-            # the connector may already have moved on from them.
+            # the connector may already have moved on from them. Under connector-defined
+            # boundaries only the connector may say where a transaction ends (its offsets
+            # may be valid only there), so the open one is aborted instead, as Connect
+            # does: the next instance resumes from the last boundary it asked for.
             commit()
+        elif batch.open:
+            writer.abort()
 
     # -- disabled / preparing: idempotent, offsets after acks -----------------------
 
@@ -286,9 +313,8 @@ class TaskRunner:
         s = self.settings
         if s.mode is ExactlyOnceMode.PREPARING and self._superseded("before writing anything"):
             return ExitCode.STOPPED
-        isolation = "read_committed" if s.mode.reads_committed else "read_uncommitted"
         writer = IdempotentWriter(s.bootstrap_servers, extra=s.kafka_config)
-        task = self._start_task(self._read_offsets(isolation), None)
+        task = self._start_task(self._read_offsets(), None)
         batch = PendingBatch()
         try:
             last_flush = time.monotonic()

@@ -1,0 +1,136 @@
+"""Exactly-once at the edges of a source task's life, against a real broker: resuming
+after aborted offsets, stopping mid connector-defined transaction, KIP-618's abort."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from onceflow.api.connector import SourceRecord
+from onceflow.api.task import TaskSettings
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.eos.offsets import ensure_offsets_topic, ensure_topic, offset_key
+from onceflow.eos.writer import TransactionalWriter
+from onceflow.logic.audit import audit_sequences
+from onceflow.runtime.task import ExitCode
+from tests.support.kafka import drain
+from tests.support.tasks import TaskProcess, committed_offsets, only_task, plan
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+
+
+def _seq_record(seq: int) -> SourceRecord:
+    return SourceRecord(
+        source_partition={"stream": "s0"},
+        source_offset={"seq": seq},
+        key=b"s0",
+        value=json.dumps({"stream": "s0", "seq": seq}).encode(),
+    )
+
+
+def _with_config(settings: TaskSettings, **changes: object) -> TaskSettings:
+    config = {**settings.connector_config, **changes}
+    return settings.model_copy(update={"connector_config": config})
+
+
+def _committed_seqs(bootstrap: str, topic: str) -> list[int]:
+    return [json.loads(v)["seq"] for v in drain(bootstrap, topic, "read_committed", quiet_s=0.5)]
+
+
+def test_disabled_task_never_resumes_from_an_aborted_offset(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """An enabled era left an aborted transaction with records 11..20 and offset 20
+    (a task fenced or killed mid-commit); the disabled successor must resume at 11."""
+    desired = plan(
+        kafka_bootstrap,
+        mode="disabled",
+        tasks_max=1,
+        config={"streams": 1, "limit": 30, "batchSize": 5},
+    )
+    s = only_task(desired, tmp_path)
+    ensure_topic(kafka_bootstrap, s.topic)
+    ensure_offsets_topic(kafka_bootstrap, s.offsets_topic)
+    writer = TransactionalWriter(kafka_bootstrap, f"{s.source}-enabled-era")
+    writer.initialize()
+    key = offset_key(s.source, {"stream": "s0"})
+    for first, last, finish in ((1, 10, writer.commit), (11, 20, writer.abort)):
+        writer.begin()
+        for seq in range(first, last + 1):
+            writer.send_record(_seq_record(seq), s.topic)
+        writer.send_offsets(s.offsets_topic, s.source, {key: ({"stream": "s0"}, {"seq": last})})
+        writer.producer.flush(30)  # on the broker before the abort, as in a real commit
+        finish()
+    writer.close()
+
+    task = TaskProcess(s, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired) == {"s0": 30}, 60, "the task to reach 30")
+    assert task.terminate() == ExitCode.STOPPED
+    pairs, unparsable = read_sequences(
+        kafka_bootstrap, s.topic, key_field="stream", seq_field="seq"
+    )
+    report = audit_sequences(pairs, expect=30, expected_keys=["s0"], unparsable=unparsable)
+    assert report.missing == 0, report
+
+
+def test_graceful_stop_aborts_a_connector_transaction_the_connector_did_not_end(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Records 4 and 5 of group 1 (records 4..6) are in the open transaction when the
+    task is stopped: committing them with offset {group: 1} would make a restart resume
+    at record 7 and lose record 6."""
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        boundary="connector",
+        connector="tests.support.connectors:GroupsOfThreeConnector",
+        config={"streams": 1, "stallAfter": 5},
+    )
+    settings = only_task(desired, tmp_path)
+    task = TaskProcess(settings, tmp_path).start()
+    topic = desired.source.spec.topic
+    wait_for(
+        lambda: len(drain(kafka_bootstrap, topic, "read_uncommitted", quiet_s=0.5)) == 5,
+        60,
+        "records 4 and 5 written inside the open transaction",
+    )
+    assert task.terminate() == ExitCode.STOPPED
+    assert _committed_seqs(kafka_bootstrap, topic) == [1, 2, 3], (
+        "only the group the connector committed is visible"
+    )
+
+    restarted = TaskProcess(_with_config(settings, stallAfter=9), tmp_path).start()
+    wait_for(
+        lambda: _committed_seqs(kafka_bootstrap, topic) == list(range(1, 10)),
+        60,
+        "the restarted task to redo group 1 and commit groups 1 and 2",
+    )
+    assert restarted.terminate() == ExitCode.STOPPED
+
+
+def test_connector_abort_commits_the_offsets_of_the_dropped_records(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """KIP-618: after an abort the dropped records' offsets are committed anyway, so a
+    restarted task does not bring back what the connector chose to drop."""
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        boundary="connector",
+        connector="tests.support.connectors:AbortSecondBatchConnector",
+        config={"streams": 1, "limit": 10, "batchSize": 5},
+    )
+    settings = only_task(desired, tmp_path)
+    task = TaskProcess(settings, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired) == {"s0": 10}, 60, "the abort's offsets")
+    task.kill()
+    # Restarted with room for five more: it must go on at 11, not bring back 6..10.
+    more = _with_config(settings, limit=15)
+    restarted = TaskProcess(more, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired) == {"s0": 15}, 60, "records 11..15")
+    assert restarted.terminate() == ExitCode.STOPPED
+    seqs = _committed_seqs(kafka_bootstrap, desired.source.spec.topic)
+    assert seqs == [1, 2, 3, 4, 5, 11, 12, 13, 14, 15], "the dropped batch 6..10 stays dropped"
