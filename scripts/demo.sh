@@ -51,7 +51,7 @@ kill -9 "$VICTIM"
 wait_for "task 1 to restart" 30 grep -q "task 1 started" "$LOG"
 
 banner "5. waiting for every stream to reach $EXPECT"
-audit_clean() { "${ONCEFLOW[@]}" audit --bootstrap "$BOOTSTRAP" --topic "$1" --expect "$EXPECT" >/dev/null; }
+audit_clean() { "${ONCEFLOW[@]}" audit --bootstrap "$BOOTSTRAP" --topic "$1" --expect "$EXPECT" --keys 4 >/dev/null; }
 wait_for "all $EXPECT records of every stream" 300 audit_clean "$TOPIC"
 
 copied_some() {

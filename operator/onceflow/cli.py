@@ -48,6 +48,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.expect is not None and args.keys is None and not args.expect_key:
+        # Without the key set, an empty topic or a stream that never arrived would pass.
+        print(
+            "onceflow audit: --expect needs the keys it applies to: add --keys N (how many"
+            " keys must exist) or --expect-key K for each key",
+            file=sys.stderr,
+        )
+        return 2
     from onceflow.eos.audit_reader import read_sequences
     from onceflow.logic.audit import audit_sequences
     from onceflow.report import audit_json, audit_table
@@ -61,10 +69,16 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
     )
     report = audit_sequences(
-        pairs, expect=args.expect, expected_keys=args.expect_key or (), unparsable=unparsable
+        pairs,
+        expect=args.expect,
+        expected_keys=args.expect_key or (),
+        key_count=args.keys,
+        unparsable=unparsable,
     )
     print(
-        json.dumps(audit_json(report), indent=2) if args.json else audit_table(report, args.topic)
+        json.dumps(audit_json(report), indent=2)
+        if args.json
+        else audit_table(report, args.topic, args.isolation)
     )
     return 0 if report.ok else 1
 
@@ -190,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--seq", default="seq", help="JSON field with the 1-based sequence")
     audit.add_argument("--expect", type=int, help="every key must reach exactly this number")
     audit.add_argument("--expect-key", action="append", help="a key that must be present")
+    audit.add_argument("--keys", type=int, help="how many distinct keys must be present")
     audit.add_argument(
         "--isolation", default="read_committed", choices=["read_committed", "read_uncommitted"]
     )

@@ -15,12 +15,12 @@ def _ranges_text(ranges: tuple[tuple[int, int], ...]) -> str:
     return ",".join(shown) + (f",+{more} more" if more > 0 else "") if shown else "-"
 
 
-def audit_table(report: AuditReport, topic: str) -> str:
+def audit_table(report: AuditReport, topic: str, isolation: str) -> str:
     header = (
         f"{'key':<16} {'records':>8} {'distinct':>8} {'highest':>8} "
         f"{'dupes':>6} {'order':>6}  missing"
     )
-    lines = [f"audit of {topic} (read_committed)", header, "-" * len(header)]
+    lines = [f"audit of {topic} ({isolation})", header, "-" * len(header)]
     for k in report.keys:
         lines.append(
             f"{k.key:<16} {k.count:>8} {k.distinct:>8} {k.highest:>8} {k.duplicates:>6} "
@@ -29,6 +29,8 @@ def audit_table(report: AuditReport, topic: str) -> str:
     lines.append("-" * len(header))
     verdict = "OK: exactly once" if report.ok else "VIOLATIONS FOUND"
     expect = f", expected {report.expect} per key" if report.expect is not None else ""
+    if report.key_problem:
+        lines.append(f"KEYS: {report.key_problem}")
     lines.append(
         f"{verdict}: {report.records} records, {len(report.keys)} keys{expect}, "
         f"{report.duplicates} duplicates, {report.missing} missing, "
@@ -46,6 +48,8 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
         "orderViolations": report.order_violations,
         "unparsable": report.unparsable,
         "expect": report.expect,
+        "keyCount": report.key_count,
+        "keyProblem": report.key_problem,
         "keys": [
             {
                 "key": k.key,

@@ -225,7 +225,7 @@ def test_a_sink_task_failing_mid_partition_is_retried_without_duplicates(
     assert flag.exists(), "the injected failure never fired"
     assert "chaos drill: failing partition" in (tmp_path / "driver.log").read_text()
     pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
-    report = audit_sequences(pairs, expect=RECORDS, unparsable=unparsable)
+    report = audit_sequences(pairs, expect=RECORDS, key_count=STREAMS, unparsable=unparsable)
     assert report.ok, report
 
 

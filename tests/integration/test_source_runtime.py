@@ -54,7 +54,7 @@ def test_same_task_id_started_twice_fences_the_older_one(
     pairs, unparsable = read_sequences(
         kafka_bootstrap, desired.source.spec.topic, key_field="stream", seq_field="seq"
     )
-    report = audit_sequences(pairs, expect=1500, unparsable=unparsable)
+    report = audit_sequences(pairs, expect=1500, key_count=2, unparsable=unparsable)
     assert report.ok, report
 
 

@@ -43,3 +43,15 @@ def test_expected_key_never_seen_is_reported_missing() -> None:
 
 def test_unparsable_values_fail_the_audit() -> None:
     assert not audit_sequences([("a", 1)], unparsable=1).ok
+
+
+def test_an_empty_topic_never_passes_an_audit_that_expects_records() -> None:
+    report = audit_sequences([], expect=100)
+    assert not report.ok
+    assert report.key_problem is not None and "no records" in report.key_problem
+
+
+@pytest.mark.parametrize(("keys", "ok"), [(["a", "b"], True), (["a"], False), ([], False)])
+def test_key_count_must_match_the_keys_seen(keys: list[str], ok: bool) -> None:
+    report = audit_sequences([(k, 1) for k in keys], expect=1, key_count=2)
+    assert report.ok is ok

@@ -3,6 +3,10 @@
 The Debezium exactly-once test's check (seed 004), as a pure function: feed it
 ``(key, seq)`` pairs in the order a ``read_committed`` consumer saw them. Every key
 must read 1..N once each, increasing.
+
+A verifier must not pass what it cannot see: a report that expects a number per key
+also knows which keys (or how many) must exist, so an empty topic or a stream that
+never delivered anything fails instead of passing vacuously.
 """
 
 from __future__ import annotations
@@ -36,10 +40,21 @@ class AuditReport:
     keys: tuple[KeyAudit, ...]
     expect: int | None
     unparsable: int
+    key_count: int | None = None
+    """How many keys must exist; None when only the named keys are required."""
+
+    @property
+    def key_problem(self) -> str | None:
+        """Why the set of keys is wrong, or None when it is what was expected."""
+        if self.key_count is not None and len(self.keys) != self.key_count:
+            return f"expected {self.key_count} keys, found {len(self.keys)}"
+        if self.expect is not None and not self.keys:
+            return "no records: an empty topic cannot pass an audit that expects records"
+        return None
 
     @property
     def ok(self) -> bool:
-        return self.unparsable == 0 and all(k.ok for k in self.keys)
+        return self.unparsable == 0 and self.key_problem is None and all(k.ok for k in self.keys)
 
     @property
     def records(self) -> int:
@@ -98,9 +113,11 @@ def audit_sequences(
     *,
     expect: int | None = None,
     expected_keys: Iterable[str] = (),
+    key_count: int | None = None,
     unparsable: int = 0,
 ) -> AuditReport:
-    """Audits every key seen, plus ``expected_keys`` (a key never seen is all gap)."""
+    """Audits every key seen, plus ``expected_keys`` (a key never seen is all gap);
+    with ``key_count`` the number of distinct keys must match it too."""
     by_key: dict[str, list[int]] = {key: [] for key in expected_keys}
     for key, seq in pairs:
         by_key.setdefault(key, []).append(seq)
@@ -108,4 +125,5 @@ def audit_sequences(
         keys=tuple(audit_key(k, by_key[k], expect) for k in sorted(by_key)),
         expect=expect,
         unparsable=unparsable,
+        key_count=key_count,
     )

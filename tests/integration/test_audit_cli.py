@@ -1,0 +1,50 @@
+"""`onceflow audit` against a real broker: it never passes what it cannot see."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.kafka import new_topic
+from tests.support.testbed import ROOT
+
+pytestmark = pytest.mark.kafka
+
+
+def _audit(bootstrap: str, topic: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "onceflow",
+            "audit",
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--timeout",
+            "30",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_expect_without_the_key_set_is_refused(kafka_bootstrap: str) -> None:
+    done = _audit(kafka_bootstrap, new_topic(kafka_bootstrap, "audit-empty"), "--expect", "100")
+    assert done.returncode == 2
+    assert "--keys N" in done.stderr and "--expect-key" in done.stderr
+
+
+@pytest.mark.parametrize("keys", [["--keys", "4"], ["--expect-key", "s0"]])
+def test_an_empty_topic_fails_the_audit(kafka_bootstrap: str, keys: list[str]) -> None:
+    topic = new_topic(kafka_bootstrap, "audit-empty")
+    done = _audit(kafka_bootstrap, topic, "--expect", "100", *keys)
+    assert done.returncode == 1, done.stdout
+    assert "VIOLATIONS FOUND" in done.stdout
