@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,13 +37,15 @@ KILLS = int(os.environ.get("ONCEFLOW_CHAOS_DRIVER_KILLS", "10"))
 STREAMS, RECORDS = 4, 3000
 
 
-def _produce_input(bootstrap: str, topic: str) -> None:
-    """Committed sequences, interleaved with aborted transactions of poison records."""
+def _produce_input(bootstrap: str, topic: str, first_seq: int = 1) -> None:
+    """Committed sequences ``first_seq`` .. ``first_seq + RECORDS - 1`` per stream,
+    interleaved with aborted transactions of poison records."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": uuid.uuid4().hex})
     producer.init_transactions(30)
-    for start in range(1, RECORDS + 1, 100):
+    end = first_seq + RECORDS
+    for start in range(first_seq, end, 100):
         producer.begin_transaction()
-        for seq in range(start, min(start + 100, RECORDS + 1)):
+        for seq in range(start, min(start + 100, end)):
             for s in range(STREAMS):
                 body = json.dumps({"stream": f"s{s}", "seq": seq}).encode()
                 producer.produce(topic, body, f"s{s}".encode())
@@ -227,6 +230,32 @@ def test_a_sink_task_failing_mid_partition_is_retried_without_duplicates(
     pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
     report = audit_sequences(pairs, expect=RECORDS, key_count=STREAMS, unparsable=unparsable)
     assert report.ok, report
+
+
+def test_a_new_checkpoint_never_skips_new_data_as_already_written(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The checkpoint is lost (a deleted PVC) and the job starts over from `earliest`
+    with larger batches: its batch 0 now holds the new records too, and must not be
+    skipped because the old query once committed a batch 0."""
+    source = new_topic(kafka_bootstrap, "spark-reset-in", partitions=3)
+    out = f"spark-reset-out-{uuid.uuid4().hex[:6]}"
+    _produce_input(kafka_bootstrap, source)
+    checkpoint = tmp_path / "checkpoint"
+    first = _settings(kafka_bootstrap, source, out, checkpoint, availableNow=True)
+    assert _driver(first, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert (checkpoint / "commits" / "1").exists(), "the first query ran several batches"
+
+    shutil.rmtree(checkpoint)
+    _produce_input(kafka_bootstrap, source, first_seq=RECORDS + 1)
+    second = first.model_copy(update={"max_offsets_per_trigger": 1_000_000})
+    assert _driver(second, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+
+    pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
+    report = audit_sequences(pairs, expect=2 * RECORDS, key_count=STREAMS, unparsable=unparsable)
+    assert report.missing == 0, report
+    # Starting over from `earliest` re-copies the first half once: the user's choice.
+    assert report.duplicates == STREAMS * RECORDS, report
 
 
 def test_files_sink_keeps_exactly_the_committed_records(

@@ -82,7 +82,9 @@ def test_both_kafka_sinks_put_every_key_on_the_same_partition(
         .save()
     )
     exact = f"place-exact-{uuid.uuid4().hex[:6]}"
-    ExactlyOnceKafkaSink(sink_target(kafka_bootstrap, {}, exact, 4, "test", exact))(frame, 0)
+    sink = ExactlyOnceKafkaSink(sink_target(kafka_bootstrap, {}, exact, 4, "test", exact))
+    sink.query.bind("placement-test")
+    sink(frame, 0)
 
     by_builtin, by_exact = _placement(kafka_bootstrap, builtin), _placement(kafka_bootstrap, exact)
     assert len(by_exact) == 50

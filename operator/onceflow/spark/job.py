@@ -121,7 +121,10 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             settings.job,
             settings.chaos_fail_sink_once,
         )
-        return writer.foreachBatch(batch_sink(ExactlyOnceKafkaSink(target), settings)).start()
+        kafka_sink = ExactlyOnceKafkaSink(target)
+        query = writer.foreachBatch(batch_sink(kafka_sink, settings)).start()
+        kafka_sink.query.bind(str(query.id))
+        return query
     if sink.kafka is not None:
         # Spark's built-in sink: at-least-once (delivery: atLeastOnce, or a pipeline not yet
         # enabled). Same topic, partition count and partition column as the
@@ -152,7 +155,10 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         job=f"{settings.namespace}/{settings.job}",
         slices=sink.postgres.parallelism,
     )
-    return writer.foreachBatch(batch_sink(ExactlyOncePostgresSink(database), settings)).start()
+    postgres_sink = ExactlyOncePostgresSink(database)
+    query = writer.foreachBatch(batch_sink(postgres_sink, settings)).start()
+    postgres_sink.query.bind(str(query.id))
+    return query
 
 
 def run_job(settings: SparkJobSettings) -> int:

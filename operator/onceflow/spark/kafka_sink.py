@@ -3,15 +3,16 @@
 Spark's own Kafka sink is at-least-once: a micro-batch replayed after a driver crash
 is written again. Here every output partition is written by its own transactional
 producer (``<prefix>-<job>-sink-<partition>``) together with a marker recording the
-batch id, in one transaction. A task attempt first initialises (fencing any earlier
-attempt of the same partition), then reads that partition's marker read_committed to
-the end: a batch already committed there is skipped. Rows go to partitions by a stable
-hash of the key computed in the JVM, so a replay puts every row where the first
-attempt did.
+query and batch id, in one transaction. A task attempt first initialises (fencing any
+earlier attempt of the same partition), then reads that partition's marker
+read_committed to the end: a batch this query already committed there is skipped.
+Rows go to partitions by a stable hash of the key computed in the JVM, so a replay
+puts every row where the first attempt did.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import TransactionalWriter
+from onceflow.logic.sink_markers import SinkMarker, already_written
 from onceflow.model.spark_names import sink_marker_topic, sink_transactional_id
+from onceflow.spark.query_identity import QueryIdentity
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
@@ -42,6 +45,8 @@ class SinkTarget:
     job: str
     fail_once_flag: str | None = None
     """Chaos drill: see SparkJobSettings.chaos_fail_sink_once."""
+    query: str = ""
+    """The streaming query's id, set per batch once the query is bound."""
 
 
 class SinkTopicError(ValueError):
@@ -69,13 +74,14 @@ def prepare_topics(target: SinkTarget) -> None:
             )
 
 
-def committed_batch(target: SinkTarget, partition: int) -> int | None:
-    """The last batch id committed to ``partition`` (None if none yet)."""
+def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
+    """The last marker committed to ``partition`` (None if none yet)."""
     last = None
     for message in read_to_end(
         target.bootstrap, target.marker_topic, extra=target.extra, partitions=[partition]
     ):
-        last = int(message.value() or b"-1")
+        value = message.value()
+        last = SinkMarker.decode(value) if value else None
     return last
 
 
@@ -93,14 +99,13 @@ def write_partition(
     )
     try:
         writer.initialize(topic=target.topic)
-        done = committed_batch(target, partition)
-        if done is not None and done >= batch_id:
-            return 0  # a replay of a batch this partition already committed
+        if already_written(committed_marker(target, partition), target.query, batch_id):
+            return 0  # a replay of a batch this query already committed here
         writer.begin()
         if target.fail_once_flag:
             rows = _failing_after(rows, 10, target.fail_once_flag, partition, batch_id)
         written = writer.send_rows(target.topic, partition, rows)
-        marker = str(batch_id).encode()
+        marker = SinkMarker(batch=batch_id, query=target.query).encode()
         writer.send(target.marker_topic, str(partition).encode(), marker, partition=partition)
         writer.commit()
         return written
@@ -202,12 +207,13 @@ class ExactlyOnceKafkaSink:
 
     def __init__(self, target: SinkTarget) -> None:
         self.target = target
+        self.query = QueryIdentity()
         prepare_topics(target)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         from pyspark.sql import functions as sql
 
-        target = self.target
+        target = dataclasses.replace(self.target, query=self.query.wait())
         # The sort keeps the writer correct even if a shuffle partition ever holds more
         # than one output partition; normally each holds exactly one.
         grouped = (

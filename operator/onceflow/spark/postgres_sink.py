@@ -2,19 +2,24 @@
 
 Rows are split into ``parallelism`` slices by a stable hash (so a replayed batch
 splits identically); each slice writes its rows and the marker ``(job, slice, batch)``
-in one database transaction. The marker is inserted first with ``ON CONFLICT DO
-NOTHING``: a replayed slice finds it and writes nothing, and two concurrent attempts
-of one slice serialise on the marker's primary key.
+in one database transaction, where ``job`` names the streaming query too
+(``<namespace>/<job>@<query id>``): a new or reset checkpoint restarts batch ids at 0
+and must not find the old query's markers. The marker is inserted first with ``ON
+CONFLICT DO NOTHING``: a replayed slice finds it and writes nothing, and two concurrent
+attempts of one slice serialise on the marker's primary key.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
+
+from onceflow.spark.query_identity import QueryIdentity
 
 MARKERS_TABLE = "onceflow_sink_batches"
 
@@ -26,6 +31,12 @@ class PostgresTarget:
     key: tuple[str, ...]
     job: str
     slices: int
+    query: str = ""
+    """The streaming query's id, set per batch once the query is bound."""
+
+    @property
+    def marker_job(self) -> str:
+        return f"{self.job}@{self.query}"
 
 
 def _table(name: str) -> sql.Composable:
@@ -80,10 +91,12 @@ def write_slice(
             sql.SQL(
                 "INSERT INTO {} (job, slice, batch_id) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
             ).format(sql.Identifier(MARKERS_TABLE)),
-            (target.job, slice_id, batch_id),
+            (target.marker_job, slice_id, batch_id),
         ).rowcount
         if claimed == 0:
-            return 0  # a replay of a batch this slice already committed
+            return 0  # a replay of a batch this query's slice already committed
+        if _written_before_markers_named_queries(conn, target, slice_id, batch_id):
+            return 0
         batch = [tuple(row) for row in rows]
         if batch:
             with conn.cursor() as cursor:
@@ -91,16 +104,31 @@ def write_slice(
         return len(batch)
 
 
+def _written_before_markers_named_queries(
+    conn: psycopg.Connection[Any], target: PostgresTarget, slice_id: int, batch_id: int
+) -> bool:
+    """A batch in flight when the sink was upgraded left a marker under the bare job
+    name; its replay must still be skipped. Newer markers never use the bare name."""
+    found = conn.execute(
+        sql.SQL("SELECT 1 FROM {} WHERE job = %s AND slice = %s AND batch_id = %s").format(
+            sql.Identifier(MARKERS_TABLE)
+        ),
+        (target.job, slice_id, batch_id),
+    ).fetchone()
+    return found is not None
+
+
 class ExactlyOncePostgresSink:
     def __init__(self, target: PostgresTarget) -> None:
         self.target = target
+        self.query = QueryIdentity()
         ensure_markers(target.dsn)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         from pyspark import TaskContext
         from pyspark.sql import functions as spark_sql
 
-        target = self.target
+        target = dataclasses.replace(self.target, query=self.query.wait())
         columns = list(frame.columns)
         # Slices by the key columns (the whole row for appends): Spark's Murmur3 in the
         # JVM, so a replayed batch gives every slice the same rows without a Python pass.
