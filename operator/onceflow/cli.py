@@ -18,16 +18,25 @@ from typing import Any
 from onceflow.api import InvalidResourceError
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
+SUPERVISOR_PID_HELP = "exit (SIGTERM) when this parent process dies (set by onceflow run)"
+
+
+def _follow_supervisor(args: argparse.Namespace) -> None:
+    if args.supervisor_pid is not None:
+        from onceflow.runtime.lifeline import die_with_supervisor
+
+        die_with_supervisor(args.supervisor_pid)
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
     from onceflow.runtime.process import run_task_process
 
+    _follow_supervisor(args)
     return run_task_process(args.config)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from onceflow.standalone.supervisor import Supervisor
+    from onceflow.standalone.supervisor import StateDirLockedError, Supervisor
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -41,7 +50,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         supervisor.run(stop)
-    except InvalidResourceError as error:
+    except (InvalidResourceError, StateDirLockedError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
@@ -143,6 +152,7 @@ def _cmd_spark_job(args: argparse.Namespace) -> int:
     from onceflow.api.spark import SparkJobSettings
     from onceflow.spark.job import run_job
 
+    _follow_supervisor(args)
     return run_job(SparkJobSettings.model_validate_json(Path(args.config).read_text()))
 
 
@@ -178,6 +188,17 @@ def render_yaml(document: object, yaml: Any) -> str:
     return header + str(yaml.safe_dump(document, sort_keys=False, width=100))
 
 
+def _add_child_command(
+    commands: Any, name: str, help_text: str, settings: str, handler: Any, epilog: str = ""
+) -> None:
+    """A command that runs one workload process from a settings file (pods and
+    ``onceflow run`` start these)."""
+    command = commands.add_parser(name, help=help_text, epilog=epilog or None)
+    command.add_argument("--config", required=True, help=f"{settings} JSON file")
+    command.add_argument("--supervisor-pid", type=int, help=SUPERVISOR_PID_HELP)
+    command.set_defaults(handler=handler)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -189,9 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no periodic progress lines")
     run.set_defaults(handler=_cmd_run)
 
-    task = commands.add_parser("task", help="run one source task", epilog=EXIT_CODES_HELP)
-    task.add_argument("--config", required=True, help="TaskSettings JSON file")
-    task.set_defaults(handler=_cmd_task)
+    _add_child_command(
+        commands, "task", "run one source task", "TaskSettings", _cmd_task, EXIT_CODES_HELP
+    )
 
     audit = commands.add_parser(
         "audit",
@@ -236,9 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--image", default="ghcr.io/onceflow/onceflow:0.1.0", help="task image")
     render.set_defaults(handler=_cmd_render)
 
-    spark_job = commands.add_parser("spark-job", help="run a SparkJob's streaming query")
-    spark_job.add_argument("--config", required=True, help="SparkJobSettings JSON file")
-    spark_job.set_defaults(handler=_cmd_spark_job)
+    _add_child_command(
+        commands,
+        "spark-job",
+        "run a SparkJob's streaming query",
+        "SparkJobSettings",
+        _cmd_spark_job,
+    )
 
     crds = commands.add_parser("crds", help="write the CRDs generated from the models")
     crds.add_argument("directory", help="output directory (crds/ in the repository)")

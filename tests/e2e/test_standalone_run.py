@@ -216,3 +216,66 @@ def test_run_copies_a_source_through_a_spark_job_exactly_once_across_a_driver_ki
         assert run.wait(60) == 0
     checkpoint = state / "default.copier.checkpoint"
     assert (checkpoint / "offsets").is_dir(), "the checkpoint lives in the state directory"
+
+
+def _pids(state: Path) -> dict[str, int]:
+    path = state / "default.counter.pids.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_run_survives_its_own_crash_without_a_second_writer(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """One supervisor per state dir; a task stopped from outside comes back; children
+    die with a SIGKILLed supervisor, and one that could not (paused) is stopped by the
+    next run before that run starts anything."""
+    name = f"crash-{uuid.uuid4().hex[:6]}"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=3))
+    first = _start(manifest, state, log)
+    wait_for(lambda: len(_pids(state)) == 3, 60, "three task pids")
+
+    second = subprocess.run(
+        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 1 and "another onceflow run" in second.stderr, second
+
+    os.kill(_pids(state)["0"], signal.SIGTERM)
+    wait_for(lambda: "task 0 exited 0 while current" in log.read_text(), 30, "the clean exit")
+    wait_for(lambda: log.read_text().count("g1: task 0 started") == 1, 30, "task 0's restart")
+
+    paused = _pids(state)["1"]
+    others = [pid for task, pid in _pids(state).items() if task != "1"]
+    os.kill(paused, signal.SIGSTOP)  # a zombie: its death signal waits until it resumes
+    first.kill()
+    first.wait(30)
+    wait_for(lambda: all(_gone(pid) for pid in others), 30, "children to die with the run")
+    assert not _gone(paused), "the paused task is the survivor this test needs"
+
+    rerun = _start(manifest, state, log)
+    try:
+        wait_for(lambda: _gone(paused), 60, "the next run to stop the survivor")
+        text = log.read_text()
+        assert f"pid {paused} outlived its supervisor" in text
+        wait_for(
+            lambda: "running 3 task(s)" in log.read_text().split("outlived its supervisor")[-1],
+            60,
+            "the next run to start its tasks after that",
+        )
+        wait_for(lambda: _audit(kafka_bootstrap, f"{name}.counts").ok, 180, "every record")
+    finally:
+        rerun.send_signal(signal.SIGINT)
+        assert rerun.wait(60) == 0

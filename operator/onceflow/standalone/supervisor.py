@@ -5,11 +5,15 @@ plan the generation from the durable record -> record the intent -> stop the old
 task processes (confirmed exited) -> fence the old transactional ids -> record the
 fenced generation -> start the new tasks. Manifest edits re-plan while running, and
 a restarted ``onceflow run`` finishes whatever step its predecessor was in.
+
+One supervisor per state directory (an exclusive lock), and before it starts anything
+it stops the processes a crashed predecessor left running (their pids are recorded).
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import logging
 import threading
 import time
@@ -33,7 +37,7 @@ from onceflow.logic.generations import GenerationAction, GenerationRecord, plan_
 from onceflow.logic.preflight import preflight_source
 from onceflow.model.tasks import DesiredTasks, desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
-from onceflow.standalone.children import ChildProcess
+from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
 
@@ -44,6 +48,10 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 PROGRESS_EVERY_S = 2.0
 FENCE_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class StateDirLockedError(Exception):
+    """Another ``onceflow run`` holds the state directory."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +222,7 @@ class SourceSupervisor:
                 "task",
                 path,
                 Path(f"{stem}.task-{settings.task_id}.log"),
+                restart_after_clean_exit=True,
             )
             self.tasks[settings.task_id] = task
             task.supervise(time.monotonic())
@@ -302,8 +311,31 @@ class Supervisor:
             self.say(f"{key}: removed from the manifests; stopping its driver")
             self.spark_jobs.pop(key).stop()
 
+    def _lock_state_dir(self) -> Any:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        lock = (self.state_dir / "run.lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise StateDirLockedError(
+                f"another onceflow run is using the state directory {self.state_dir}; stop"
+                " it first (two supervisors would run every task twice)"
+            ) from None
+        return lock
+
     def run(self, stop: threading.Event) -> None:
-        self._apply(self._plan())
+        plan = self._plan()
+        lock = self._lock_state_dir()
+        try:
+            for pids_file in sorted(self.state_dir.glob("*.pids.json")):
+                stop_recorded_orphans(pids_file, self.say)
+            self._run(plan, stop)
+        finally:
+            lock.close()
+
+    def _run(self, plan: RunPlan, stop: threading.Event) -> None:
+        self._apply(plan)
         last_progress = time.monotonic()
         counts: dict[str, dict[int, int]] = {}
         try:
