@@ -102,6 +102,14 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(SOURCE, "spec.transactionBoundaryIntervalMs", 100),
             "spec.transactionBoundaryIntervalMs",
         ),
+        (
+            _with(
+                _with(SOURCE, "spec.transactionBoundary", "interval"),
+                "spec.transactionBoundaryIntervalMs",
+                40000,  # more than half the default 60 s transaction timeout
+            ),
+            "spec.transactionBoundaryIntervalMs",
+        ),
         (_with(SOURCE, "spec.topic", None), "spec.topic"),
         (_with(SOURCE, "spec.connector.type", ""), "spec.connector.type"),
         (_with(PIPELINE, "spec.exactlyOnce", "always"), "spec.exactlyOnce"),

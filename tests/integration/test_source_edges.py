@@ -134,3 +134,23 @@ def test_connector_abort_commits_the_offsets_of_the_dropped_records(
     assert restarted.terminate() == ExitCode.STOPPED
     seqs = _committed_seqs(kafka_bootstrap, desired.source.spec.topic)
     assert seqs == [1, 2, 3, 4, 5, 11, 12, 13, 14, 15], "the dropped batch 6..10 stays dropped"
+
+
+def test_a_transaction_that_outlives_its_timeout_is_reported_as_such_not_as_fenced(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Boundaries every 8 s against a 2 s transaction timeout (what admission now
+    refuses): the broker aborts each transaction; the task must say so and exit 1, not
+    exit 75 "fenced while current" and loop on it."""
+    desired = plan(
+        kafka_bootstrap,
+        tasks_max=1,
+        boundary="interval",
+        interval_ms=8000,
+        config={"streams": 1, "batchSize": 1, "pollIntervalMs": 100},
+    )
+    settings = only_task(desired, tmp_path).model_copy(update={"transaction_timeout_ms": 2000})
+    task = TaskProcess(settings, tmp_path).start()
+    assert task.wait(60) == ExitCode.ERROR
+    assert "longer than transaction.timeout.ms=2000" in task.log_path.read_text()
+    assert committed_offsets(desired) == {}

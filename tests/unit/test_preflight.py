@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from onceflow.api import KafkaSourceSpec
 from onceflow.connectors.sequence import SequenceConnector
@@ -59,3 +60,16 @@ def test_connector_config_problems_name_the_config_key(config: dict[str, Any], f
     spec = _spec(connector={"type": "sequence", "config": config})
     problems = preflight_source(spec, SequenceConnector())
     assert field in [path for path, _ in problems]
+
+
+def test_an_interval_too_close_to_the_transaction_timeout_is_refused_by_name() -> None:
+    spec = {
+        "pipeline": "p",
+        "topic": "t",
+        "connector": {"type": "sequence"},
+        "transactionBoundary": "interval",
+        "transactionBoundaryIntervalMs": 40000,
+    }
+    with pytest.raises(ValidationError, match=r"spec\.transactionBoundaryIntervalMs: must be at"):
+        KafkaSourceSpec.model_validate(spec)
+    assert KafkaSourceSpec.model_validate({**spec, "transactionTimeoutMs": 80000})

@@ -16,6 +16,14 @@ from onceflow.api.status import CommonStatus
 # pipelines. Kafka Connect's default (offset.flush.interval.ms, 60 s) is a batch-era
 # number that would make every record wait up to a minute to become visible.
 DEFAULT_TRANSACTION_INTERVAL_MS = 1000
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
+# Headroom of 2x: the coordinator may abort an expired transaction up to its check
+# interval late, but also any time after the timeout; a commit must land well before.
+INTERVAL_VS_TIMEOUT = (
+    "must be at most half of transactionTimeoutMs (default "
+    f"{DEFAULT_TRANSACTION_TIMEOUT_MS}), or the broker aborts every transaction before "
+    "it commits; lower the interval or raise transactionTimeoutMs"
+)
 
 
 class ExactlyOnceSupport(StrEnum):
@@ -69,7 +77,15 @@ class KafkaSourceSpec(ApiModel):
                     "message": "transactionBoundaryIntervalMs is only valid with "
                     "transactionBoundary: interval",
                     "fieldPath": ".transactionBoundaryIntervalMs",
-                }
+                },
+                {
+                    "rule": "!has(self.transactionBoundaryIntervalMs) || "
+                    "self.transactionBoundaryIntervalMs * 2 <= "
+                    f"(has(self.transactionTimeoutMs) ? self.transactionTimeoutMs : "
+                    f"{DEFAULT_TRANSACTION_TIMEOUT_MS})",
+                    "message": INTERVAL_VS_TIMEOUT,
+                    "fieldPath": ".transactionBoundaryIntervalMs",
+                },
             ]
         }
     )
@@ -95,8 +111,18 @@ class KafkaSourceSpec(ApiModel):
     transaction_boundary_interval_ms: int | None = Field(
         default=None,
         ge=1,
+        le=450000,  # half the broker's largest transaction.max.timeout.ms default
         description="Commit interval for transactionBoundary=interval "
         f"(default {DEFAULT_TRANSACTION_INTERVAL_MS}). Only valid with interval.",
+    )
+    transaction_timeout_ms: int = Field(
+        default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+        ge=1000,
+        le=900000,
+        description="transaction.timeout.ms of the task producers: the broker aborts a "
+        "transaction left open this long (a dead task's, or one whose boundaries come "
+        "too rarely). At most the broker's transaction.max.timeout.ms (default 900000); "
+        "at least twice transactionBoundaryIntervalMs.",
     )
     offsets_topic: str | None = Field(
         default=None,
@@ -123,6 +149,8 @@ class KafkaSourceSpec(ApiModel):
                 "spec.transactionBoundaryIntervalMs is only valid with "
                 "transactionBoundary: interval; remove it or set the boundary to interval"
             )
+        if self.transaction_interval_ms * 2 > self.transaction_timeout_ms:
+            raise ValueError(f"spec.transactionBoundaryIntervalMs: {INTERVAL_VS_TIMEOUT}")
         return self
 
     @property

@@ -41,6 +41,10 @@ class TransactionAbortedError(Exception):
     """The transaction could not commit and was aborted; nothing of it is visible."""
 
 
+class TransactionTimedOutError(Exception):
+    """The broker aborted the transaction because it stayed open past its timeout."""
+
+
 class CommitUncertainError(Exception):
     """Commit kept timing out: the outcome is unknown, so the producer must be abandoned."""
 
@@ -136,6 +140,8 @@ class TransactionalWriter(_ProducingWriter):
             )
         )
         self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.began_at = 0.0
         self.state = TxnState.NEW
 
     def _require(self, *states: TxnState) -> None:
@@ -144,6 +150,23 @@ class TransactionalWriter(_ProducingWriter):
 
     def _fail(self, error: KafkaException, what: str) -> Exception:
         detail = _kafka_error(error)
+        open_ms = (time.monotonic() - self.began_at) * 1000
+        if (
+            (is_fenced(detail) or detail.fatal() or detail.code() == KafkaError._FATAL)
+            and self.state is TxnState.IN_TRANSACTION
+            and open_ms >= self.transaction_timeout_ms
+        ):
+            # The coordinator bumps the epoch when it aborts an expired transaction, so
+            # the client reports fencing (or a fatal error at the next produce); no
+            # other producer took over, and restarting to "fence back" would loop.
+            self.state = TxnState.FAILED
+            return TransactionTimedOutError(
+                f"{self.transactional_id}: the transaction stayed open {open_ms:.0f} ms, "
+                f"longer than transaction.timeout.ms={self.transaction_timeout_ms}, and "
+                "the broker aborted it; commit more often (transactionBoundaryIntervalMs, "
+                f"or the connector's boundaries) or raise transactionTimeoutMs ({what}: "
+                f"{detail.str()})"
+            )
         if is_fenced(detail):
             self.state = TxnState.FENCED
             return ProducerFencedError(f"{self.transactional_id}: fenced during {what}")
@@ -185,6 +208,7 @@ class TransactionalWriter(_ProducingWriter):
         self._require(TxnState.READY)
         self._guarded("begin_transaction", self.producer.begin_transaction)
         self.state = TxnState.IN_TRANSACTION
+        self.began_at = time.monotonic()
 
     def send(
         self,

@@ -51,6 +51,7 @@ class DesiredTasks:
             offsets=offsets_topic(self.pipeline, self.source),
             boundary=spec.transaction_boundary.value,
             interval=spec.transaction_interval_ms,
+            timeout=spec.transaction_timeout_ms,
         )
 
     @property
@@ -83,6 +84,7 @@ class DesiredTasks:
                 connector_config=dict(config),
                 transaction_boundary=spec.transaction_boundary,
                 transaction_interval_ms=spec.transaction_interval_ms,
+                transaction_timeout_ms=spec.transaction_timeout_ms,
                 authority=authority,
                 metrics_port=metrics_port,
             )

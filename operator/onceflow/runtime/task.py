@@ -49,6 +49,7 @@ from onceflow.eos.writer import (
     ProducerFencedError,
     TransactionAbortedError,
     TransactionalWriter,
+    TransactionTimedOutError,
 )
 from onceflow.runtime.authority import GenerationAuthority
 from onceflow.runtime.metrics import TaskMetrics
@@ -189,6 +190,7 @@ class TaskRunner:
             ProducerFailedError,
             CommitUncertainError,
             TransactionAbortedError,
+            TransactionTimedOutError,
             ConnectorContractError,
         ) as error:
             log.error("task %s: %s", self.settings.task_id, error)
