@@ -26,7 +26,7 @@ def run_source(
     (records per second, topic)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     state = Path(tempfile.mkdtemp()) / "state.json"
-    store_record(state, GenerationRecord(1, 1, 1, mode, "bench"))
+    store_record(state, GenerationRecord(1, 1, 1, mode, "bench", (), "", "bench"))
     settings = TaskSettings(
         source=name,
         task_id=0,

@@ -99,7 +99,7 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
         )
         wait_for(lambda: "generation 2 running" in log.read_text(), 30, "generation 2 to start")
         text = log.read_text()
-        assert f"{name}-counter-2" in text, "task 2's id of generation 1 was fenced"
+        assert f"{name}/source/counter/2" in text, "task 2's id of generation 1 was fenced"
         assert text.index("fenced 3 transactional id(s)") < text.index("generation 2 running")
 
         pids_file = state / "default.counter.pids.json"

@@ -115,7 +115,16 @@ def write_generation(path: Path, generation: int, task_count: int, mode: str) ->
 
     store_record(
         path,
-        GenerationRecord(generation, generation, task_count, ExactlyOnceMode(mode), "test"),
+        GenerationRecord(
+            generation,
+            generation,
+            task_count,
+            ExactlyOnceMode(mode),
+            fingerprint="test",
+            ids=(),
+            offsets_topic="",
+            incarnation="test",
+        ),
     )
 
 
@@ -129,7 +138,12 @@ def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
     """``{stream: last committed seq}`` read back from the offsets store."""
     settings = desired.settings(1, FileAuthority(path="-"))[0]
     try:
-        stored = read_offsets(settings.bootstrap_servers, settings.offsets_topic, settings.source)
+        stored = read_offsets(
+            settings.bootstrap_servers,
+            settings.offsets_topic,
+            settings.offsets_owner,
+            legacy_owner=settings.source,
+        )
     except LookupError:  # no task has created the offsets topic yet
         return {}
     return {

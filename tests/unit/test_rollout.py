@@ -7,7 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from onceflow.api import ExactlyOnceMode
-from onceflow.logic.rollout import ORDER, WorkloadObservation, decide_rollout, next_mode
+from onceflow.logic.rollout import (
+    ORDER,
+    WorkloadObservation,
+    decide_rollout,
+    next_mode,
+    resume_point,
+)
 
 D, P, E = ExactlyOnceMode.DISABLED, ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED
 
@@ -69,3 +75,19 @@ def test_published_mode_moves_at_most_one_step(
     assert abs(ORDER.index(decision.current) - ORDER.index(current)) <= 1
     if decision.current is not current:
         assert all(w.observed_mode is current and w.ready for w in observed)
+
+
+@pytest.mark.parametrize(
+    ("modes", "resumed"),
+    [
+        ((), ExactlyOnceMode.DISABLED),
+        ((None, ExactlyOnceMode.DISABLED), ExactlyOnceMode.DISABLED),
+        ((ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED, None), ExactlyOnceMode.ENABLED),
+        ((ExactlyOnceMode.PREPARING, ExactlyOnceMode.DISABLED), ExactlyOnceMode.PREPARING),
+    ],
+)
+def test_a_pipeline_without_status_resumes_where_its_workloads_are(
+    modes: tuple[ExactlyOnceMode | None, ...], resumed: ExactlyOnceMode
+) -> None:
+    workloads = [WorkloadObservation("KafkaSource", f"s{i}", m, True) for i, m in enumerate(modes)]
+    assert resume_point(workloads) is resumed

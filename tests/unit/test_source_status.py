@@ -8,11 +8,12 @@ from onceflow.api import ExactlyOnceMode
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.source_status import (
-    plan_pods,
     record_from_status,
     status_with_record,
     task_statuses,
+    workers_from_pods,
 )
+from onceflow.model.tasks import DesiredGeneration
 
 
 def pod(
@@ -36,22 +37,13 @@ def pod(
     }
 
 
-def test_missing_tasks_are_created_and_other_generations_deleted() -> None:
-    actions = plan_pods([pod(2, 0), pod(1, 1)], generation=2, task_count=2)
-    assert actions.delete == ("s-g1-1",)
-    assert actions.create == (1,)
-
-
-def test_finished_pods_are_deleted_before_being_recreated() -> None:
-    actions = plan_pods([pod(2, 0, "Succeeded"), pod(2, 1, "Failed")], 2, 2)
-    assert set(actions.delete) == {"s-g2-0", "s-g2-1"}
-    assert actions.create == (), "names are still taken until the pods are gone"
-
-
-def test_terminating_pods_are_left_alone() -> None:
-    actions = plan_pods([pod(1, 0, deleting=True)], 2, 1)
-    assert actions.delete == ()
-    assert actions.create == (0,)
+def test_pods_become_protocol_workers() -> None:
+    workers = workers_from_pods([pod(2, 0), pod(2, 1, phase="Succeeded"), pod(1, 0, deleting=True)])
+    assert [(w.generation, w.task, w.stopping, w.finished) for w in workers] == [
+        (2, 0, False, False),
+        (2, 1, False, True),
+        (1, 0, True, False),
+    ]
 
 
 def test_task_statuses_report_the_current_generation_only() -> None:
@@ -59,8 +51,35 @@ def test_task_statuses_report_the_current_generation_only() -> None:
     assert [(t.id, t.ready, t.restarts) for t in tasks] == [(0, False, 0), (1, True, 3)]
 
 
+def _legacy_ids(count: int) -> tuple[str, ...]:
+    return tuple(f"ns.p-src-{i}" for i in range(count))
+
+
 def test_status_round_trips_the_generation_record() -> None:
-    record = GenerationRecord(5, 4, 3, ExactlyOnceMode.ENABLED, "abc", 2, ExactlyOnceMode.PREPARING)
+    first = DesiredGeneration(3, ExactlyOnceMode.PREPARING, "abc", ("a/source/s/0",), "off")
+    then = DesiredGeneration(1, ExactlyOnceMode.ENABLED, "def", ("b/source/s/0",), "off2")
+    record = GenerationRecord.first(first).with_fenced().with_new_generation(then)
     status = status_with_record(KafkaSourceStatus(), record)
-    assert record_from_status(status) == record
-    assert record_from_status(KafkaSourceStatus()) is None
+    assert record_from_status(status, _legacy_ids, "legacy") == record
+    assert record_from_status(KafkaSourceStatus(), _legacy_ids, "legacy") is None
+
+
+def test_a_status_from_before_ids_were_recorded_gets_the_ids_its_tasks_used() -> None:
+    """An older operator's status, fencing pending: the predecessor's ids are the old
+    scheme's; its mode is kept, its offsets topic is the one it always was."""
+    status = KafkaSourceStatus.model_validate(
+        {
+            "generation": 5,
+            "fencedGeneration": 4,
+            "taskCount": 2,
+            "mode": "enabled",
+            "taskConfigHash": "abc",
+            "previousTaskCount": 3,
+            "previousMode": "enabled",
+        }
+    )
+    record = record_from_status(status, _legacy_ids, "ns.p-src-offsets")
+    assert record is not None
+    assert record.ids == _legacy_ids(2)
+    assert record.previous_ids == _legacy_ids(3)
+    assert record.offsets_topic == "ns.p-src-offsets"

@@ -176,7 +176,7 @@ class KafkaSourceStatus(CommonStatus):
     )
     fenced_generation: int | None = Field(
         default=None,
-        ge=1,
+        ge=0,
         description="Generation whose predecessors are all fenced; pods start only when "
         "it equals generation.",
     )
@@ -187,11 +187,32 @@ class KafkaSourceStatus(CommonStatus):
     task_config_hash: str | None = Field(
         default=None, description="Digest of the generation's task configurations."
     )
+    transactional_ids: list[str] | None = Field(
+        default=None, description="Transactional ids of the generation's tasks."
+    )
+    offsets_topic: str | None = Field(
+        default=None, description="Offsets topic the generation reads and writes."
+    )
+    incarnation: str | None = Field(
+        default=None,
+        description="Changes whenever the generation record starts over (a re-created "
+        "source, a lost status): tasks of another incarnation are superseded.",
+    )
     previous_task_count: int | None = Field(
-        default=None, ge=0, description="Tasks in the previous generation (to fence)."
+        default=None,
+        ge=0,
+        description="Tasks in the previous generation (written by older operators only).",
+    )
+    previous_transactional_ids: list[str] | None = Field(
+        default=None, description="Transactional ids of the previous generation (to fence)."
     )
     previous_mode: ExactlyOnceMode | None = Field(
         default=None, description="Mode of the previous generation."
+    )
+    previous_offsets_topic: str | None = Field(
+        default=None,
+        description="Offsets topic of the previous generation, when it differs: offsets "
+        "are carried over before the generation starts.",
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")

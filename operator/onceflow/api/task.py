@@ -40,6 +40,15 @@ class TaskSettings(ApiModel):
     """Everything a task process needs; nothing is read from the environment."""
 
     source: str = Field(description="Name of the KafkaSource.")
+    namespace: str = Field(
+        default="default", description="Namespace of the KafkaSource (part of offset keys)."
+    )
+    incarnation: str | None = Field(
+        default=None,
+        description="The generation record's incarnation: a task of another incarnation "
+        "is superseded whatever its generation number (None: settings of an older "
+        "operator, compared by generation only).",
+    )
     task_id: int = Field(ge=0)
     generation: int = Field(ge=1, description="Task generation this config belongs to.")
     mode: ExactlyOnceMode
@@ -68,4 +77,11 @@ class TaskSettings(ApiModel):
         default=1000, ge=1, description="Offset flush cadence in non-transactional modes."
     )
     authority: GenerationAuthoritySpec
+
+    @property
+    def offsets_owner(self) -> str:
+        """The first element of this source's offset keys: source names are unique only
+        per namespace, and an offsets topic may be shared across namespaces."""
+        return f"{self.namespace}/{self.source}"
+
     metrics_port: int = Field(default=0, ge=0, le=65535, description="0 disables /metrics.")

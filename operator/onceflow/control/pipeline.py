@@ -14,7 +14,12 @@ from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
 from onceflow.api.status import ConditionStatus, ConditionType
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.logic.conditions import set_conditions
-from onceflow.logic.rollout import RolloutDecision, WorkloadObservation, decide_rollout
+from onceflow.logic.rollout import (
+    RolloutDecision,
+    WorkloadObservation,
+    decide_rollout,
+    resume_point,
+)
 
 PLURAL = "pipelines"
 
@@ -68,11 +73,14 @@ class PipelineReconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return None
         pipeline = Pipeline.model_validate(obj)
-        status = pipeline.status or PipelineStatus()
         workloads = self.observe_workloads(namespace, name)
-        decision = decide_rollout(
-            status.exactly_once.current, pipeline.spec.exactly_once, workloads
-        )
+        if pipeline.status is None:
+            status = PipelineStatus()
+            current = resume_point(workloads)
+        else:
+            status = pipeline.status
+            current = status.exactly_once.current
+        decision = decide_rollout(current, pipeline.spec.exactly_once, workloads)
         target = pipeline.spec.exactly_once
         settled = decision.settled and decision.current is target
         generation = obj["metadata"].get("generation")

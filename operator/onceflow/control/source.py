@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.source import KafkaSourceStatus
@@ -21,17 +20,31 @@ from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
+from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.conditions import set_conditions
-from onceflow.logic.generations import GenerationAction, GenerationPlan, plan_generation
+from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.preflight import preflight_source
+from onceflow.logic.protocol import (
+    BackOff,
+    Fence,
+    FenceFailures,
+    Keep,
+    Observed,
+    RecordIntent,
+    Start,
+    Step,
+    Stop,
+    WaitGone,
+    next_step,
+)
 from onceflow.logic.source_status import (
-    plan_pods,
     record_from_status,
     status_with_record,
     task_statuses,
     terminating,
+    workers_from_pods,
 )
-from onceflow.model.names import task_transactional_ids
+from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
     LABEL_SOURCE,
@@ -47,21 +60,18 @@ from onceflow.runtime.plugins import UnknownConnectorError, load_connector
 
 log = logging.getLogger(__name__)
 PLURAL = "kafkasources"
-# Fencing failures usually mean a broker or an ACL is missing: back off so the
-# operator neither hammers the broker nor hides the problem behind constant retries.
-FENCE_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+MAX_STEPS_PER_PASS = 8
 
-Fence = Callable[..., FencingReport]
+FenceIds = Callable[..., FencingReport]
 
 
 @dataclass
 class SourceReconciler:
     kube: KubeClient
     default_image: str
-    fence: Fence = fence_transactional_ids
+    fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
-    fence_failures: dict[str, int] = field(default_factory=dict)
-    next_fence_attempt: dict[str, float] = field(default_factory=dict)
+    fence_failures: dict[str, FenceFailures] = field(default_factory=dict)
 
     # -- observe and validate -------------------------------------------------------
 
@@ -141,6 +151,15 @@ class SourceReconciler:
 
     # -- the pass -------------------------------------------------------------------
 
+    def _record(self, obj: Obj, pipeline: Pipeline) -> GenerationRecord | None:
+        name = obj["metadata"]["name"]
+        prefix = pipeline.transactional_id_prefix
+        return record_from_status(
+            self._status(obj),
+            lambda count: legacy_task_transactional_ids(prefix, name, count),
+            obj["spec"].get("offsetsTopic") or f"{prefix}-{name}-offsets",
+        )
+
     def reconcile(self, namespace: str, name: str) -> None:
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
@@ -150,151 +169,153 @@ class SourceReconciler:
         except InvalidWorkloadError as error:
             self._degrade(obj, error.reason, str(error))
             return
-        status = self._status(obj)
-        plan = plan_generation(
-            record_from_status(status),
-            prefix=pipeline.transactional_id_prefix,
-            source=name,
-            task_count=desired.task_count,
-            mode=desired.mode,
-            desired_fingerprint=desired.fingerprint,
-        )
-        pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
-        if plan.action is GenerationAction.KEEP:
-            self._keep(obj, source, pipeline, desired, plan, pods)
+        key = f"{namespace}/{name}"
+        # Each pass walks the protocol until it has to wait; a handful of steps is the
+        # longest walk (intent, stop, fence, start, keep), the bound catches a bug.
+        for _ in range(MAX_STEPS_PER_PASS):
+            pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
+            record = self._record(obj, pipeline)
+            step = next_step(
+                record,
+                desired.generation,
+                Observed(workers_from_pods(pods)),
+                self.fence_failures.get(key, FenceFailures()),
+                time.monotonic(),
+            )
+            if isinstance(step, Keep):
+                break
+            obj = self._execute(obj, source, pipeline, desired, record, step)
         else:
-            obj = self._roll(obj, source, pipeline, desired, plan, pods)
-        self._record_outcome(obj, plan)
+            raise RetryLaterError(f"no steady state after {MAX_STEPS_PER_PASS} steps")
+        assert record is not None
+        self._record_outcome(obj, record)
 
-    def _roll(
+    def _execute(
         self,
         obj: Obj,
         source: KafkaSource,
         pipeline: Pipeline,
         desired: DesiredTasks,
-        plan: GenerationPlan,
-        pods: Sequence[Obj],
+        record: GenerationRecord | None,
+        step: Step,
     ) -> Obj:
-        record = plan.record
-        key = f"{source.metadata.namespace}/{source.metadata.name}"
-        if plan.action is not GenerationAction.FINISH_FENCING:
-            # Intent first: from this write on, tasks of the old generation are superseded.
-            # Ready drops in the same write, so nobody reads the old generation's Ready
-            # next to the new generation number.
-            planned = (
-                f"generation {record.generation}: {record.task_count} task(s) in mode "
-                f"{record.mode} (was {record.previous_task_count} in {record.previous_mode})"
-            )
-            obj = self._write(
-                obj,
-                self._conditions(
-                    obj,
-                    status_with_record(self._status(obj), record),
-                    ready=(False, "GenerationPlanned", planned),
-                    progressing=(True, "GenerationPlanned", planned),
-                    degraded=(False, "Healthy", ""),
-                ),
-            )
-            self.kube.event(obj, "GenerationPlanned", planned)
-        stale = [
-            p
-            for p in pods
-            if p["metadata"]["labels"].get("onceflow.io/generation") != str(record.generation)
-        ]
-        for pod in stale:
-            if not terminating(pod):
-                self.kube.delete_pod(
-                    source.metadata.namespace, pod["metadata"]["name"], TASK_GRACE_SECONDS
-                )
-        if plan.predecessors_must_be_gone and stale:
-            names = ", ".join(p["metadata"]["name"] for p in stale)
-            message = (
-                f"waiting for pod(s) {names} to be deleted: generation "
-                f"{record.generation - 1} was not transactional and cannot be fenced"
-            )
-            self._write(
-                obj,
-                self._conditions(
-                    obj,
-                    self._status(obj),
-                    ready=(False, "WaitingForPredecessors", message),
-                    progressing=(True, "WaitingForPredecessors", message),
-                    degraded=(False, "WaitingForPredecessors", ""),
-                ),
-            )
+        namespace = source.metadata.namespace
+        if isinstance(step, RecordIntent):
+            return self._record_intent(obj, record, step.record)
+        if isinstance(step, Stop):
+            for pod in step.names:
+                self.kube.delete_pod(namespace, pod, TASK_GRACE_SECONDS)
+            return obj
+        if isinstance(step, WaitGone):
+            message = f"waiting for pod(s) {', '.join(step.names)} to be deleted: {step.reason}"
+            self._wait(obj, "WaitingForPredecessors", message)
             raise RetryLaterError(message)
-        if plan.fence_ids:
-            if time.monotonic() < self.next_fence_attempt.get(key, 0.0):
-                raise RetryLaterError("fencing backoff")
+        if isinstance(step, BackOff):
+            raise RetryLaterError(step.reason, step.delay_s)
+        if isinstance(step, Fence):
+            return self._fence(obj, pipeline, desired, step)
+        assert isinstance(step, Start) and record is not None
+        self._create_generation(source, pipeline, desired, record, step.tasks)
+        self.kube.event(
+            obj, "PodsCreated", f"generation {step.generation}: task(s) {list(step.tasks)}"
+        )
+        self.kube.delete_configmaps(
+            namespace,
+            f"{LABEL_SOURCE}={source.metadata.name}",
+            keep=configmap_name(source.metadata.name, step.generation),
+        )
+        return obj
+
+    def _record_intent(
+        self, obj: Obj, old: GenerationRecord | None, record: GenerationRecord
+    ) -> Obj:
+        """Intent first: from this write on, tasks of the old generation are superseded.
+        Ready drops in the same write, so nobody reads the old generation's Ready next to
+        the new generation number."""
+        was = (
+            f"was {len(old.ids)} in {old.mode}"
+            if old is not None and old.generation != record.generation
+            else "first of this incarnation"
+            if old is None
+            else "re-planned"
+        )
+        planned = (
+            f"generation {record.generation}: {record.task_count} task(s) in mode "
+            f"{record.mode} ({was})"
+        )
+        obj = self._write(
+            obj,
+            self._conditions(
+                obj,
+                status_with_record(self._status(obj), record),
+                ready=(False, "GenerationPlanned", planned),
+                progressing=(True, "GenerationPlanned", planned),
+                degraded=(False, "Healthy", ""),
+            ),
+        )
+        self.kube.event(obj, "GenerationPlanned", planned)
+        return obj
+
+    def _wait(self, obj: Obj, reason: str, message: str) -> None:
+        self._write(
+            obj,
+            self._conditions(
+                obj,
+                self._status(obj),
+                ready=(False, reason, message),
+                progressing=(True, reason, message),
+                degraded=(False, reason, ""),
+            ),
+        )
+
+    def _fence(self, obj: Obj, pipeline: Pipeline, desired: DesiredTasks, step: Fence) -> Obj:
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        extra = self._kafka_config(pipeline)
+        if step.ids:
             report = self.fence(
-                desired.bootstrap_servers,
-                plan.fence_ids,
-                extra=self._kafka_config(pipeline),
-                timeout_s=self.fence_timeout_s,
+                desired.bootstrap_servers, step.ids, extra=extra, timeout_s=self.fence_timeout_s
             )
             if not report.ok:
-                failures = self.fence_failures.get(key, 0)
-                delay = FENCE_BACKOFF_S[min(failures, len(FENCE_BACKOFF_S) - 1)]
-                self.fence_failures[key] = failures + 1
-                self.next_fence_attempt[key] = time.monotonic() + delay
+                failures = self.fence_failures.get(key, FenceFailures()).after_failure(
+                    time.monotonic()
+                )
+                self.fence_failures[key] = failures
+                delay = failures.retry_at - time.monotonic()
                 message = (
-                    f"{report.summary()}; no pod of generation {record.generation} starts "
+                    f"{report.summary()}; no pod of generation {step.then.generation} starts "
                     f"until fencing succeeds (retrying in {delay:.0f}s)"
                 )
                 self._degrade(obj, "FencingFailed", message)
                 raise RetryLaterError(message, delay)
             self.fence_failures.pop(key, None)
-            self.kube.event(obj, "Fenced", f"{report.summary()}: {', '.join(plan.fence_ids)}")
-        obj = self._write(obj, status_with_record(self._status(obj), record.with_fenced()))
-        self._create_generation(
-            source, pipeline, desired, record.generation, range(record.task_count)
-        )
-        self.kube.event(
-            obj, "PodsCreated", f"generation {record.generation}: {record.task_count} pod(s)"
-        )
-        self.kube.delete_configmaps(
-            source.metadata.namespace,
-            f"{LABEL_SOURCE}={source.metadata.name}",
-            keep=configmap_name(source.metadata.name, record.generation),
-        )
-        return obj
-
-    def _keep(
-        self,
-        obj: Obj,
-        source: KafkaSource,
-        pipeline: Pipeline,
-        desired: DesiredTasks,
-        plan: GenerationPlan,
-        pods: Sequence[Obj],
-    ) -> None:
-        actions = plan_pods(pods, plan.record.generation, plan.record.task_count)
-        for name in actions.delete:
-            self.kube.delete_pod(source.metadata.namespace, name, TASK_GRACE_SECONDS)
-        if actions.create:
-            # A lost pod of the current generation comes back in the same generation:
-            # its task's init_transactions fences whatever is left of the old one.
-            self._create_generation(
-                source, pipeline, desired, plan.record.generation, actions.create
+            self.kube.event(obj, "Fenced", f"{report.summary()}: {', '.join(step.ids)}")
+        if step.carry_offsets is not None:
+            old, new = step.carry_offsets
+            copied = carry_offsets(
+                desired.bootstrap_servers,
+                old,
+                new,
+                f"{obj['metadata']['namespace']}/{obj['metadata']['name']}",
+                legacy_owner=obj["metadata"]["name"],
+                extra=extra,
             )
-            self.kube.event(
-                obj,
-                "PodsRecreated",
-                f"task(s) {list(actions.create)} of generation {plan.record.generation}",
-            )
+            self.kube.event(obj, "OffsetsCarried", f"{copied} offset(s) from {old} to {new}")
+        return self._write(obj, status_with_record(self._status(obj), step.then))
 
     def _create_generation(
         self,
         source: KafkaSource,
         pipeline: Pipeline,
         desired: DesiredTasks,
-        generation: int,
-        task_ids: Any,
+        record: GenerationRecord,
+        task_ids: Sequence[int],
     ) -> None:
         authority = KubernetesAuthority(
             namespace=source.metadata.namespace, name=source.metadata.name
         )
-        settings = desired.settings(generation, authority, metrics_port=METRICS_PORT)
+        settings = desired.settings(
+            record.generation, authority, metrics_port=METRICS_PORT, incarnation=record.incarnation
+        )
         for manifest in task_rbac(source.metadata.namespace):
             self.kube.ensure(manifest)
         self.kube.apply_configmap(generation_configmap(source, settings))
@@ -306,14 +327,14 @@ class SourceReconciler:
                 )
             )
 
-    def _record_outcome(self, obj: Obj, plan: GenerationPlan) -> None:
+    def _record_outcome(self, obj: Obj, record: GenerationRecord) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         latest = self.kube.get(PLURAL, namespace, name) or obj
         status = self._status(latest)
         pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
-        tasks = task_statuses(pods, plan.record.generation)
+        tasks = task_statuses(pods, record.generation)
         ready = sum(1 for t in tasks if t.ready)
-        count = plan.record.task_count
+        count = record.task_count
         all_ready = ready == count and status.fenced_generation == status.generation
         message = (
             f"generation {status.generation}: {ready}/{count} task(s) running in mode {status.mode}"
@@ -329,25 +350,40 @@ class SourceReconciler:
         self._write(latest, status)
 
     def finalize(self, namespace: str, name: str) -> None:
-        """Deletion: stop the pods, fence the last generation, keep the offsets topic
-        (data is never deleted implicitly), then let the finalizer go."""
+        """Deletion: stop the pods, fence every id the record knows (the predecessor's
+        too while fencing is pending), keep the offsets topic (data is never deleted
+        implicitly), then let the finalizer go. Without the Pipeline there is no broker
+        address to fence with: the pods must then be gone instead."""
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None:
             return
-        for pod in self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}"):
+        pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
+        for pod in pods:
             if not terminating(pod):
                 self.kube.delete_pod(namespace, pod["metadata"]["name"], TASK_GRACE_SECONDS)
-        record = record_from_status(self._status(obj))
         pipeline_obj = self.kube.get("pipelines", namespace, obj["spec"]["pipeline"])
-        if record is not None and pipeline_obj is not None and record.task_count:
+        if pipeline_obj is None:
+            if pods:
+                raise RetryLaterError(
+                    f"Pipeline {obj['spec']['pipeline']!r} is gone, so its ids cannot be "
+                    "fenced: waiting until the task pods are gone",
+                    5.0,
+                )
+        else:
             pipeline = Pipeline.model_validate(pipeline_obj)
-            ids = task_transactional_ids(pipeline.transactional_id_prefix, name, record.task_count)
-            report = self.fence(
-                pipeline.spec.kafka.bootstrap_servers,
-                ids,
-                extra=self._kafka_config(pipeline),
-                timeout_s=self.fence_timeout_s,
+            record = self._record(obj, pipeline)
+            ids = (
+                ()
+                if record is None
+                else record.ids + (record.previous_ids if record.fencing_pending else ())
             )
-            if not report.ok:
-                raise RetryLaterError(f"fencing before deletion: {report.summary()}", 5.0)
+            if ids:
+                report = self.fence(
+                    pipeline.spec.kafka.bootstrap_servers,
+                    ids,
+                    extra=self._kafka_config(pipeline),
+                    timeout_s=self.fence_timeout_s,
+                )
+                if not report.ok:
+                    raise RetryLaterError(f"fencing before deletion: {report.summary()}", 5.0)
         self.kube.delete_configmaps(namespace, f"{LABEL_SOURCE}={name}", keep=None)

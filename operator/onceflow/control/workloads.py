@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.errors import problems_from
-from onceflow.control.errors import InvalidWorkloadError
+from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -37,7 +37,10 @@ def workload_pipeline(kube: KubeClient, namespace: str, name: str) -> Pipeline:
 
 
 def pipeline_mode(pipeline: Pipeline) -> ExactlyOnceMode:
-    """Workloads run the rollout's *current* mode, never jumping to the target."""
+    """Workloads run the rollout's *current* mode, never jumping to the target. A
+    Pipeline without a rollout status (just created, re-created, status lost) has no
+    current mode yet: its reconciler derives one from the workloads first, and until
+    then nothing changes (assuming ``disabled`` would downgrade a running pipeline)."""
     if pipeline.status is None:
-        return ExactlyOnceMode.DISABLED
+        raise RetryLaterError(f"Pipeline {pipeline.metadata.name!r} has no rollout status yet", 1.0)
     return pipeline.status.exactly_once.current

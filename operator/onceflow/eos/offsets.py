@@ -1,7 +1,9 @@
 """The source offsets store: a compacted Kafka topic in Kafka Connect's layout.
 
-Key ``["<source>", {partition}]``, value ``{offset}``, both canonical JSON so that
-compaction keeps exactly one entry per source partition. In ``enabled`` mode the
+Key ``["<namespace>/<source>", {partition}]``, value ``{offset}``, both canonical JSON
+so that compaction keeps exactly one entry per source partition. Keys written before
+the namespace was part of them (``["<source>", …]``) are still read, and a namespaced
+entry of the same partition wins over them. In ``enabled`` mode the
 offsets are written in the same transaction as their records, so they become visible
 if and only if the records do; they are read back ``read_committed`` to the end.
 """
@@ -13,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
@@ -29,8 +31,8 @@ def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
-def offset_key(source: str, partition: SourcePartition) -> bytes:
-    return _canonical([source, dict(partition)])
+def offset_key(owner: str, partition: SourcePartition) -> bytes:
+    return _canonical([owner, dict(partition)])
 
 
 def offset_value(offset: SourceOffset) -> bytes:
@@ -74,24 +76,53 @@ class StoredOffsets:
 def read_offsets(
     bootstrap: str,
     topic: str,
-    source: str,
+    owner: str,
     *,
+    legacy_owner: str | None = None,
     extra: Mapping[str, str] | None = None,
     isolation: str = "read_committed",
     timeout_s: float = 120,
 ) -> StoredOffsets:
-    """The last committed offset of every partition of ``source``; tombstones delete."""
-    found: dict[bytes, SourceOffset] = {}
+    """The last committed offset of every partition of ``owner``; tombstones delete.
+    ``legacy_owner``: the key's first element before it named the namespace."""
+    found: dict[str, dict[bytes, SourceOffset]] = {owner: {}}
+    if legacy_owner is not None:
+        found[legacy_owner] = {}
     for message in read_to_end(
         bootstrap, topic, extra=extra, isolation=isolation, timeout_s=timeout_s
     ):
         key = json.loads(message.key() or b"null")
-        if not (isinstance(key, list) and len(key) == 2 and key[0] == source):
+        if not (isinstance(key, list) and len(key) == 2 and key[0] in found):
             continue
         partition = _canonical(key[1])
         value = message.value()
         if value is None:
-            found.pop(partition, None)
+            found[key[0]].pop(partition, None)
         else:
-            found[partition] = json.loads(value)
-    return StoredOffsets(found)
+            found[key[0]][partition] = json.loads(value)
+    legacy = found.get(legacy_owner, {}) if legacy_owner is not None else {}
+    return StoredOffsets({**legacy, **found[owner]})
+
+
+def carry_offsets(
+    bootstrap: str,
+    old_topic: str,
+    new_topic: str,
+    owner: str,
+    *,
+    legacy_owner: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> int:
+    """Copies ``owner``'s committed offsets from ``old_topic`` to ``new_topic`` (a
+    renamed offsets topic), so the next generation resumes where the last one stopped
+    instead of replaying from the start. Run only once the old generation can no longer
+    write (fenced or gone); repeating it is harmless. Returns the partitions copied."""
+    stored = read_offsets(bootstrap, old_topic, owner, legacy_owner=legacy_owner, extra=extra)
+    ensure_offsets_topic(bootstrap, new_topic, extra)
+    producer = Producer({**client_config(bootstrap, extra), "enable.idempotence": True})
+    for partition, offset in stored.by_partition.items():
+        key = _canonical([owner, json.loads(partition)])
+        producer.produce(new_topic, value=offset_value(offset), key=key)
+    if producer.flush(30) > 0:
+        raise TimeoutError(f"copying offsets to {new_topic!r} did not finish in 30 s")
+    return len(stored.by_partition)

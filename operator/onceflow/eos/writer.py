@@ -248,11 +248,11 @@ class TransactionalWriter(_ProducingWriter):
         return sent
 
     def send_offsets(
-        self, topic: str, source: str, offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]]
+        self, topic: str, owner: str, offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]]
     ) -> None:
         """The offsets go into the open transaction: visible iff the records are."""
         for partition, offset in offsets.values():
-            self.send(topic, offset_key(source, partition), offset_value(offset))
+            self.send(topic, offset_key(owner, partition), offset_value(offset))
 
     def commit(self, timeout_s: float = 30, give_up_after_s: float = 120) -> None:
         """Commits, retrying a timed-out commit (never aborting it) until the deadline."""
@@ -328,14 +328,14 @@ class IdempotentWriter(_ProducingWriter):
     def flush_offsets(
         self,
         offsets_topic: str,
-        source: str,
+        owner: str,
         offsets: Mapping[bytes, tuple[SourcePartition, SourceOffset]],
         timeout_s: float = 30,
     ) -> None:
         """Waits for every record, then writes and waits for their offsets."""
         self._flush_all("records", timeout_s)
         for partition, offset in offsets.values():
-            self._produce(offsets_topic, offset_key(source, partition), offset_value(offset))
+            self._produce(offsets_topic, offset_key(owner, partition), offset_value(offset))
         self._flush_all("offset records", timeout_s)
 
     def close(self) -> None:

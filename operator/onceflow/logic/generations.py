@@ -1,50 +1,90 @@
-"""Planning task generations: when a new one starts and whose producers to fence first.
+"""The persisted truth about a source's task generations (status or state file).
 
-Invariant protected here: no task of generation N+1 starts while a producer of
-generation N could still commit. The plan is computed from the persisted
-``GenerationRecord`` alone, so a supervisor that crashed between "intent recorded"
-and "fenced" re-plans the same fencing on restart instead of skipping it.
+A record names what the running generation is (its number, task count, mode, config
+fingerprint, transactional ids and offsets topic) and what its predecessor was, so a
+supervisor that crashed between "intent recorded" and "fenced" knows exactly whose
+producers still need fencing, even when the ids or the offsets topic changed with the
+new generation (a renamed prefix, a source moved to another Pipeline).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.model.names import task_transactional_ids
+from onceflow.model.tasks import DesiredGeneration
+
+LegacyIds = Callable[[int], tuple[str, ...]]
+"""Ids a record from before ids were recorded had, by task count."""
 
 
 @dataclass(frozen=True)
 class GenerationRecord:
-    """The persisted truth about a source's generations (status or state file)."""
-
     generation: int
     fenced_generation: int
+    """Generation whose predecessors are all fenced (or gone); tasks start only when it
+    equals ``generation``."""
     task_count: int
     mode: ExactlyOnceMode
     fingerprint: str
-    previous_task_count: int = 0
-    previous_mode: ExactlyOnceMode = ExactlyOnceMode.DISABLED
+    ids: tuple[str, ...]
+    offsets_topic: str
+    incarnation: str
+    """New with every first record: tasks of an earlier incarnation (a deleted and
+    re-created source, a lost status) are superseded whatever their generation number."""
+    previous_ids: tuple[str, ...] = ()
+    previous_mode: ExactlyOnceMode | None = None
+    """None when unknown (a first record, a record that lost it): the predecessor is
+    then treated as unfenceable and waited for until gone."""
+    previous_offsets_topic: str | None = None
 
     @property
     def fencing_pending(self) -> bool:
         return self.fenced_generation < self.generation
 
-    def with_new_generation(
-        self, task_count: int, mode: ExactlyOnceMode, fingerprint: str
-    ) -> GenerationRecord:
+    @classmethod
+    def first(cls, desired: DesiredGeneration) -> GenerationRecord:
+        """Generation 1, not yet fenced: whatever is left of an earlier incarnation (pods
+        of a re-created source, processes of a lost state) goes first."""
+        return cls(
+            generation=1,
+            fenced_generation=0,
+            task_count=desired.task_count,
+            mode=desired.mode,
+            fingerprint=desired.fingerprint,
+            ids=desired.ids,
+            offsets_topic=desired.offsets_topic,
+            incarnation=uuid.uuid4().hex[:12],
+        )
+
+    def with_new_generation(self, desired: DesiredGeneration) -> GenerationRecord:
         """The intent to start the next generation, recorded before anything is stopped."""
         return replace(
             self,
             generation=self.generation + 1,
-            task_count=task_count,
-            mode=mode,
-            fingerprint=fingerprint,
-            previous_task_count=self.task_count,
+            task_count=desired.task_count,
+            mode=desired.mode,
+            fingerprint=desired.fingerprint,
+            ids=desired.ids,
+            offsets_topic=desired.offsets_topic,
+            previous_ids=self.ids,
             previous_mode=self.mode,
+            previous_offsets_topic=self.offsets_topic,
+        )
+
+    def with_replanned(self, desired: DesiredGeneration) -> GenerationRecord:
+        """A pending generation (no task of it ever started) re-planned for a newer spec:
+        same number, same predecessor to fence."""
+        return replace(
+            self,
+            task_count=desired.task_count,
+            mode=desired.mode,
+            fingerprint=desired.fingerprint,
+            ids=desired.ids,
+            offsets_topic=desired.offsets_topic,
         )
 
     def with_fenced(self) -> GenerationRecord:
@@ -57,104 +97,39 @@ class GenerationRecord:
             "taskCount": self.task_count,
             "mode": self.mode.value,
             "fingerprint": self.fingerprint,
-            "previousTaskCount": self.previous_task_count,
-            "previousMode": self.previous_mode.value,
+            "transactionalIds": list(self.ids),
+            "offsetsTopic": self.offsets_topic,
+            "incarnation": self.incarnation,
+            "previousTransactionalIds": list(self.previous_ids),
+            "previousMode": self.previous_mode.value if self.previous_mode else None,
+            "previousOffsetsTopic": self.previous_offsets_topic,
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GenerationRecord:
+    def from_json(
+        cls, data: Mapping[str, Any], legacy_ids: LegacyIds, legacy_offsets_topic: str
+    ) -> GenerationRecord:
+        """Reads a record; one written before ids were recorded gets the ids its tasks
+        actually used (``legacy_ids``), and unknown predecessors stay unknown."""
+        task_count = int(data["taskCount"])
+        pending = int(data["fencedGeneration"]) < int(data["generation"])
+        ids = data.get("transactionalIds")
+        previous_ids = data.get("previousTransactionalIds")
+        if previous_ids is None and pending and data.get("previousTaskCount") is not None:
+            previous_ids = legacy_ids(int(data["previousTaskCount"]))
+        previous_mode = data.get("previousMode")
         return cls(
             generation=int(data["generation"]),
             fenced_generation=int(data["fencedGeneration"]),
-            task_count=int(data["taskCount"]),
+            task_count=task_count,
             mode=ExactlyOnceMode(data["mode"]),
             fingerprint=str(data["fingerprint"]),
-            previous_task_count=int(data.get("previousTaskCount", 0)),
-            previous_mode=ExactlyOnceMode(data.get("previousMode", "disabled")),
+            ids=tuple(ids) if ids is not None else legacy_ids(task_count),
+            offsets_topic=str(data.get("offsetsTopic") or legacy_offsets_topic),
+            incarnation=str(data.get("incarnation") or ""),
+            previous_ids=tuple(previous_ids or ()),
+            # A pending legacy record that lost its previous mode must not be trusted to
+            # have had a fenceable predecessor.
+            previous_mode=ExactlyOnceMode(previous_mode) if previous_mode else None,
+            previous_offsets_topic=data.get("previousOffsetsTopic"),
         )
-
-
-def first_record(task_count: int, mode: ExactlyOnceMode, fingerprint: str) -> GenerationRecord:
-    """Generation 1 has no predecessor, so it is fenced by definition."""
-    return GenerationRecord(1, 1, task_count, mode, fingerprint)
-
-
-class GenerationAction(StrEnum):
-    KEEP = "keep"
-    """Desired tasks equal the running generation: nothing to do."""
-    START_FIRST = "start-first"
-    """No generation recorded yet."""
-    NEW_GENERATION = "new-generation"
-    """Task configs changed: record intent, stop old tasks, fence, start new ones."""
-    FINISH_FENCING = "finish-fencing"
-    """Intent was recorded but fencing never finished (crash): fence again, then start."""
-
-
-@dataclass(frozen=True)
-class GenerationPlan:
-    action: GenerationAction
-    record: GenerationRecord
-    """The record to persist before acting."""
-    fence_ids: tuple[str, ...]
-    predecessors_must_be_gone: bool
-    """The predecessor was non-transactional and so cannot be fenced: its processes
-    must be confirmed gone before the new generation starts (KIP-618's non-compliant
-    worker case)."""
-
-
-def ids_to_fence(
-    prefix: str,
-    source: str,
-    old_count: int,
-    old_mode: ExactlyOnceMode,
-    new_count: int,
-    new_mode: ExactlyOnceMode,
-) -> tuple[str, ...]:
-    """Transactional ids of the predecessor generation that must be fenced.
-
-    Only producers that had transactional ids can be fenced. 1 -> 1 with a
-    transactional successor is skipped: the successor's own initialisation fences the
-    only id. A non-transactional successor initialises nothing, so it gets no skip.
-    """
-    if old_count == 0 or not (old_mode.transactional or new_mode.transactional):
-        return ()
-    if old_count == 1 and new_count == 1 and new_mode.transactional:
-        return ()
-    return task_transactional_ids(prefix, source, old_count)
-
-
-def plan_generation(
-    record: GenerationRecord | None,
-    *,
-    prefix: str,
-    source: str,
-    task_count: int,
-    mode: ExactlyOnceMode,
-    desired_fingerprint: str,
-) -> GenerationPlan:
-    """What to do about a source's generations, from the persisted record alone."""
-    if record is None:
-        return GenerationPlan(
-            GenerationAction.START_FIRST,
-            first_record(task_count, mode, desired_fingerprint),
-            (),
-            False,
-        )
-    if record.fencing_pending:
-        current = record
-        action = GenerationAction.FINISH_FENCING
-    elif record.fingerprint == desired_fingerprint:
-        return GenerationPlan(GenerationAction.KEEP, record, (), False)
-    else:
-        current = record.with_new_generation(task_count, mode, desired_fingerprint)
-        action = GenerationAction.NEW_GENERATION
-    fence = ids_to_fence(
-        prefix,
-        source,
-        current.previous_task_count,
-        current.previous_mode,
-        current.task_count,
-        current.mode,
-    )
-    must_be_gone = current.mode.transactional and not current.previous_mode.transactional
-    return GenerationPlan(action, current, fence, must_be_gone)

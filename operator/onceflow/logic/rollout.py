@@ -51,6 +51,15 @@ class RolloutDecision:
         return not self.waiting_for and not self.advanced
 
 
+def resume_point(workloads: Sequence[WorkloadObservation]) -> ExactlyOnceMode:
+    """Where a Pipeline without a rollout status (re-created, status lost) stands: the
+    highest mode any of its workloads runs. Starting from ``disabled`` instead would
+    jump running transactional sources straight to non-transactional ones, with no
+    ``preparing`` step between (and consumers reading uncommitted too early)."""
+    observed = [ORDER.index(w.observed_mode) for w in workloads if w.observed_mode is not None]
+    return ORDER[max(observed, default=0)]
+
+
 def decide_rollout(
     current: ExactlyOnceMode,
     target: ExactlyOnceMode,

@@ -7,27 +7,31 @@ functions keep the two shapes in step and read pod state without any API call.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from onceflow.api.source import KafkaSourceStatus, TaskStatus
-from onceflow.logic.generations import GenerationRecord
-from onceflow.model.objects import LABEL_GENERATION, LABEL_TASK
+from onceflow.logic.generations import GenerationRecord, LegacyIds
+from onceflow.logic.protocol import Worker
+from onceflow.model.objects import LABEL_GENERATION, LABEL_INCARNATION, LABEL_TASK
 
 Pod = Mapping[str, Any]
 
 
-def record_from_status(status: KafkaSourceStatus | None) -> GenerationRecord | None:
+def record_from_status(
+    status: KafkaSourceStatus | None, legacy_ids: LegacyIds, legacy_offsets_topic: str
+) -> GenerationRecord | None:
     if status is None or status.generation is None or status.mode is None:
         return None
-    return GenerationRecord(
-        generation=status.generation,
-        fenced_generation=status.fenced_generation or 0,
-        task_count=status.task_count or 0,
-        mode=status.mode,
-        fingerprint=status.task_config_hash or "",
-        previous_task_count=status.previous_task_count or 0,
-        previous_mode=status.previous_mode or status.mode,
+    wire = status.to_wire()
+    return GenerationRecord.from_json(
+        {
+            **wire,
+            "fencedGeneration": status.fenced_generation or 0,
+            "taskCount": status.task_count or 0,
+            "fingerprint": status.task_config_hash or "",
+        },
+        legacy_ids,
+        legacy_offsets_topic,
     )
 
 
@@ -39,9 +43,29 @@ def status_with_record(status: KafkaSourceStatus, record: GenerationRecord) -> K
             "task_count": record.task_count,
             "mode": record.mode,
             "task_config_hash": record.fingerprint,
-            "previous_task_count": record.previous_task_count,
+            "transactional_ids": list(record.ids),
+            "offsets_topic": record.offsets_topic,
+            "incarnation": record.incarnation,
+            "previous_task_count": None,
+            "previous_transactional_ids": list(record.previous_ids),
             "previous_mode": record.previous_mode,
+            "previous_offsets_topic": record.previous_offsets_topic,
         }
+    )
+
+
+def workers_from_pods(pods: Sequence[Pod]) -> tuple[Worker, ...]:
+    """A source's pods as the generation protocol sees them."""
+    return tuple(
+        Worker(
+            name=pod["metadata"]["name"],
+            generation=pod_generation(pod),
+            task=pod_task(pod),
+            incarnation=(pod["metadata"].get("labels") or {}).get(LABEL_INCARNATION),
+            stopping=terminating(pod),
+            finished=_phase(pod) in ("Succeeded", "Failed"),
+        )
+        for pod in pods
     )
 
 
@@ -66,34 +90,6 @@ def _phase(pod: Pod) -> str:
 def _container(pod: Pod) -> Mapping[str, Any]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return statuses[0] if statuses else {}
-
-
-@dataclass(frozen=True)
-class PodActions:
-    """What to do about a generation's pods in steady state."""
-
-    delete: tuple[str, ...]
-    """Pods of other generations, and finished pods of this one (a source task never
-    finishes on its own: exit 0 means it was stopped, e.g. evicted)."""
-    create: tuple[int, ...]
-    """Task ids with no live pod."""
-
-
-def plan_pods(pods: Sequence[Pod], generation: int, task_count: int) -> PodActions:
-    delete: list[str] = []
-    live: set[int] = set()
-    for pod in pods:
-        name = pod["metadata"]["name"]
-        if terminating(pod):
-            continue
-        if pod_generation(pod) != generation or _phase(pod) in ("Succeeded", "Failed"):
-            delete.append(name)
-        elif (task := pod_task(pod)) is not None:
-            live.add(task)
-    # A finished pod still holds its name; recreate only once it is gone.
-    taken = {pod_task(p) for p in pods if pod_generation(p) == generation}
-    create = tuple(t for t in range(task_count) if t not in live and t not in taken)
-    return PodActions(tuple(delete), create)
 
 
 def task_statuses(pods: Sequence[Pod], generation: int) -> list[TaskStatus]:

@@ -30,6 +30,7 @@ LABEL_SOURCE = "onceflow.io/source"
 LABEL_GENERATION = "onceflow.io/generation"
 LABEL_TASK = "onceflow.io/task"
 LABEL_MODE = "onceflow.io/mode"
+LABEL_INCARNATION = "onceflow.io/incarnation"
 
 Manifest = dict[str, Any]
 
@@ -54,15 +55,19 @@ def owner_references(owner: KafkaSource | SparkJob) -> list[dict[str, Any]]:
     ]
 
 
-def task_labels(source: str, generation: int, task_id: int, mode: str) -> dict[str, str]:
-    return {
+def task_labels(settings: TaskSettings) -> dict[str, str]:
+    labels = {
         "app.kubernetes.io/name": "onceflow-task",
         "app.kubernetes.io/managed-by": "onceflow",
-        LABEL_SOURCE: source,
-        LABEL_GENERATION: str(generation),
-        LABEL_TASK: str(task_id),
-        LABEL_MODE: mode,
+        LABEL_SOURCE: settings.source,
+        LABEL_GENERATION: str(settings.generation),
+        LABEL_TASK: str(settings.task_id),
+        LABEL_MODE: settings.mode.value,
     }
+    if settings.incarnation:
+        # Generation numbers restart with an incarnation: the pair tells pods apart.
+        labels[LABEL_INCARNATION] = settings.incarnation
+    return labels
 
 
 def generation_configmap(source: KafkaSource, settings: Sequence[TaskSettings]) -> Manifest:
@@ -104,7 +109,7 @@ def task_pod(
         "metadata": {
             "name": task_pod_name(name, settings.generation, settings.task_id),
             "namespace": source.metadata.namespace,
-            "labels": task_labels(name, settings.generation, settings.task_id, settings.mode.value),
+            "labels": task_labels(settings),
             "ownerReferences": owner_references(source),
         },
         "spec": {

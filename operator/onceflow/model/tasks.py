@@ -15,7 +15,7 @@ from typing import Any
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.source import KafkaSource
 from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
-from onceflow.model.names import offsets_topic, task_transactional_id
+from onceflow.model.names import offsets_topic, task_transactional_ids
 
 
 def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -> str:
@@ -24,6 +24,17 @@ def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -
         {"tasks": list(task_configs), "settings": settings}, sort_keys=True, default=str
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DesiredGeneration:
+    """What the spec asks a generation to be, as the generation protocol sees it."""
+
+    task_count: int
+    mode: ExactlyOnceMode
+    fingerprint: str
+    ids: tuple[str, ...]
+    offsets_topic: str
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,10 @@ class DesiredTasks:
             mode=self.mode.value,
             bootstrap=self.bootstrap_servers,
             prefix=self.pipeline.transactional_id_prefix,
+            ids=self.ids,
             connector=spec.connector.type,
             topic=spec.topic,
-            offsets=offsets_topic(self.pipeline, self.source),
+            offsets=self.offsets_topic,
             boundary=spec.transaction_boundary.value,
             interval=spec.transaction_interval_ms,
             timeout=spec.transaction_timeout_ms,
@@ -58,19 +70,37 @@ class DesiredTasks:
     def task_count(self) -> int:
         return len(self.task_configs)
 
+    @property
+    def ids(self) -> tuple[str, ...]:
+        prefix = self.pipeline.transactional_id_prefix
+        return task_transactional_ids(prefix, self.source.metadata.name, self.task_count)
+
+    @property
+    def offsets_topic(self) -> str:
+        return offsets_topic(self.pipeline, self.source)
+
+    @property
+    def generation(self) -> DesiredGeneration:
+        return DesiredGeneration(
+            self.task_count, self.mode, self.fingerprint, self.ids, self.offsets_topic
+        )
+
     def settings(
         self,
         generation: int,
         authority: GenerationAuthoritySpec,
         kafka_config: Mapping[str, str] | None = None,
         metrics_port: int = 0,
+        incarnation: str | None = None,
     ) -> list[TaskSettings]:
         spec = self.source.spec
-        prefix = self.pipeline.transactional_id_prefix
         name = self.source.metadata.name
+        ids = self.ids
         return [
             TaskSettings(
                 source=name,
+                namespace=self.source.metadata.namespace,
+                incarnation=incarnation,
                 task_id=task_id,
                 generation=generation,
                 mode=self.mode,
@@ -78,8 +108,8 @@ class DesiredTasks:
                 kafka_config=dict(kafka_config or {}),
                 kafka_config_dir=self.kafka_config_dir,
                 topic=spec.topic,
-                offsets_topic=offsets_topic(self.pipeline, self.source),
-                transactional_id=task_transactional_id(prefix, name, task_id),
+                offsets_topic=self.offsets_topic,
+                transactional_id=ids[task_id],
                 connector_type=spec.connector.type,
                 connector_config=dict(config),
                 transaction_boundary=spec.transaction_boundary,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from onceflow.api.task import FileAuthority, GenerationAuthoritySpec, KubernetesAuthority
 
@@ -19,8 +20,30 @@ HTTP_NOT_FOUND = 404
 SOURCE_DELETED = sys.maxsize
 
 
+@dataclass(frozen=True)
+class CurrentGeneration:
+    incarnation: str
+    generation: int
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> CurrentGeneration:
+        return cls(str(record.get("incarnation") or ""), int(record.get("generation") or 0))
+
+    def supersedes(self, incarnation: str | None, generation: int) -> bool:
+        """True when a task of (``incarnation``, ``generation``) must not write: a newer
+        generation was planned, or the record started over (re-created source, lost
+        status) so the task's numbering means nothing any more. Settings without an
+        incarnation (older operators) compare by number only."""
+        other_incarnation = incarnation is not None and incarnation != self.incarnation
+        return other_incarnation or self.generation > generation
+
+
+DELETED = CurrentGeneration("", SOURCE_DELETED)
+"""Every generation of a deleted source is superseded."""
+
+
 class GenerationAuthority(Protocol):
-    def current_generation(self) -> int: ...
+    def current(self) -> CurrentGeneration: ...
 
 
 class FileGenerationAuthority:
@@ -29,8 +52,10 @@ class FileGenerationAuthority:
     def __init__(self, path: str) -> None:
         self.path = Path(path)
 
-    def current_generation(self) -> int:
-        return int(json.loads(self.path.read_text())["generation"])
+    def current(self) -> CurrentGeneration:
+        if not self.path.exists():
+            return DELETED  # the state was removed: nothing of it is current
+        return CurrentGeneration.from_record(json.loads(self.path.read_text()))
 
 
 class KubernetesGenerationAuthority:
@@ -41,7 +66,7 @@ class KubernetesGenerationAuthority:
         self.namespace = namespace
         self.name = name
 
-    def current_generation(self) -> int:
+    def current(self) -> CurrentGeneration:
         from kubernetes import client, config
         from kubernetes.client.rest import ApiException
 
@@ -55,9 +80,9 @@ class KubernetesGenerationAuthority:
             )
         except ApiException as error:
             if error.status == HTTP_NOT_FOUND:
-                return SOURCE_DELETED  # every generation of a deleted source is superseded
+                return DELETED
             raise
-        return int((obj.get("status") or {}).get("generation") or 0)
+        return CurrentGeneration.from_record(obj.get("status") or {})
 
 
 def authority_from(spec: GenerationAuthoritySpec) -> GenerationAuthority:

@@ -88,11 +88,11 @@ class PendingBatch:
     def open(self) -> bool:
         return bool(self.records)
 
-    def add(self, source: str, record: SourceRecord) -> None:
+    def add(self, owner: str, record: SourceRecord) -> None:
         if not self.records:
             self.opened_at = time.monotonic()
         self.records.append(record)
-        key = offset_key(source, record.source_partition)
+        key = offset_key(owner, record.source_partition)
         self.offsets[key] = (record.source_partition, record.source_offset)
 
     def age_ms(self) -> float:
@@ -121,14 +121,17 @@ class TaskRunner:
     # -- shared steps ---------------------------------------------------------------
 
     def _superseded(self, situation: str) -> bool:
-        current = self.authority.current_generation()
-        if current > self.settings.generation:
+        s = self.settings
+        current = self.authority.current()
+        if current.supersedes(s.incarnation, s.generation):
             log.info(
-                "task %s: %s: generation %s superseded by %s; exiting 0",
-                self.settings.task_id,
+                "task %s: %s: generation %s (incarnation %s) superseded by %s (%s); exiting 0",
+                s.task_id,
                 situation,
-                self.settings.generation,
-                current,
+                s.generation,
+                s.incarnation,
+                current.generation,
+                current.incarnation,
             )
             return True
         return False
@@ -156,7 +159,8 @@ class TaskRunner:
         return read_offsets(
             s.bootstrap_servers,
             s.offsets_topic,
-            s.source,
+            s.offsets_owner,
+            legacy_owner=s.source,
             extra=s.kafka_config,
             isolation="read_committed",
         )
@@ -238,7 +242,7 @@ class TaskRunner:
 
         def commit() -> None:
             nonlocal batch
-            writer.send_offsets(s.offsets_topic, s.source, batch.offsets)
+            writer.send_offsets(s.offsets_topic, s.offsets_owner, batch.offsets)
             started = time.monotonic()
             writer.commit()
             self._made_durable(task, batch, time.monotonic() - started)
@@ -251,7 +255,7 @@ class TaskRunner:
             nonlocal batch
             writer.abort()
             writer.begin()
-            writer.send_offsets(s.offsets_topic, s.source, batch.offsets)
+            writer.send_offsets(s.offsets_topic, s.offsets_owner, batch.offsets)
             writer.commit()
             self.metrics.aborted()
             self.progress(
@@ -282,7 +286,7 @@ class TaskRunner:
                 if not batch.open:
                     writer.begin()
                 writer.send_record(record, s.topic)
-                batch.add(s.source, record)
+                batch.add(s.offsets_owner, record)
                 if id(record) in after:
                     act(after[id(record)])
             for request in requests:
@@ -325,11 +329,11 @@ class TaskRunner:
                 records = [] if stopping else task.poll()
                 for record in records:
                     writer.send_record(record, s.topic)
-                    batch.add(s.source, record)
+                    batch.add(s.offsets_owner, record)
                 due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
                 if batch.open and (due or stopping):
                     started = time.monotonic()
-                    writer.flush_offsets(s.offsets_topic, s.source, batch.offsets)
+                    writer.flush_offsets(s.offsets_topic, s.offsets_owner, batch.offsets)
                     self._made_durable(task, batch, time.monotonic() - started)
                     batch = PendingBatch()
                     last_flush = time.monotonic()

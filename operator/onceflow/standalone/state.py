@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.generations import GenerationRecord, LegacyIds
 
 
 def state_path(state_dir: Path, namespace: str, source: str) -> Path:
@@ -22,10 +22,14 @@ def workload_file(state_dir: Path, namespace: str, name: str, what: str) -> Path
     return state_dir / f"{namespace}.{name}.{what}"
 
 
-def load_record(path: Path) -> GenerationRecord | None:
+def load_record(
+    path: Path, legacy_ids: LegacyIds, legacy_offsets_topic: str
+) -> GenerationRecord | None:
     if not path.exists():
         return None
-    return GenerationRecord.from_json(json.loads(path.read_text()))
+    return GenerationRecord.from_json(
+        json.loads(path.read_text()), legacy_ids, legacy_offsets_topic
+    )
 
 
 def write_json_atomically(path: Path, payload: object) -> None:

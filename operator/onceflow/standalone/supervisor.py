@@ -33,8 +33,24 @@ from onceflow.api import (
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import FileAuthority
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.logic.generations import GenerationAction, GenerationRecord, plan_generation
+from onceflow.eos.offsets import carry_offsets
+from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.preflight import preflight_source
+from onceflow.logic.protocol import (
+    BackOff,
+    Fence,
+    FenceFailures,
+    Keep,
+    Observed,
+    RecordIntent,
+    Start,
+    Step,
+    Stop,
+    WaitGone,
+    Worker,
+    next_step,
+)
+from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks, desired_tasks
 from onceflow.runtime.plugins import UnknownConnectorError, load_connector
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
@@ -47,7 +63,6 @@ log = logging.getLogger(__name__)
 # task restarts within a second, slow enough to be invisible in CPU use.
 TICK_S = 0.25
 PROGRESS_EVERY_S = 2.0
-FENCE_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 class StateDirLockedError(Exception):
@@ -140,14 +155,15 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
 
 @dataclass
 class SourceSupervisor:
-    """Runs one source's current generation and moves it to the next when asked."""
+    """Runs one source's generations through the generation protocol, with the state
+    file as the record and child processes as the workers."""
 
     desired: DesiredTasks
     state_dir: Path
     say: Callable[[str], None]
     tasks: dict[int, ChildProcess] = field(default_factory=dict)
-    fence_failures: int = 0
-    next_fence_attempt: float = 0.0
+    running_generation: int = 0
+    failures: FenceFailures = field(default_factory=FenceFailures)
 
     @property
     def name(self) -> str:
@@ -159,78 +175,108 @@ class SourceSupervisor:
 
     @property
     def record(self) -> GenerationRecord | None:
-        return load_record(self.state_file)
+        prefix = self.desired.pipeline.transactional_id_prefix
+        return load_record(
+            self.state_file,
+            lambda count: legacy_task_transactional_ids(prefix, self.name, count),
+            self.desired.offsets_topic,
+        )
+
+    def _workers(self) -> tuple[Worker, ...]:
+        return tuple(
+            Worker(f"g{self.running_generation} task {task}", self.running_generation, task)
+            for task in self.tasks
+        )
 
     def reconcile(self, now: float) -> None:
-        plan = plan_generation(
-            self.record,
-            prefix=self.desired.pipeline.transactional_id_prefix,
-            source=self.name,
-            task_count=self.desired.task_count,
-            mode=self.desired.pipeline.spec.exactly_once,
-            desired_fingerprint=self.desired.fingerprint,
-        )
-        if plan.action is GenerationAction.KEEP:
-            if not self.tasks:
-                self._start_generation(plan.record)
-            changed = False
-            for task in self.tasks.values():
-                line = task.supervise(now)
-                if line:
-                    changed = True
-                    self.say(f"{self.name} g{plan.record.generation}: {line}")
-            if changed:
-                self._write_pids()
-            return
-        if now < self.next_fence_attempt:
-            return
-        # Intent first: from here on, tasks of the old generation are superseded.
-        store_record(self.state_file, plan.record)
-        if plan.action is not GenerationAction.START_FIRST:
-            self.say(
-                f"{self.name}: generation {plan.record.generation} planned "
-                f"({plan.record.previous_task_count} -> {plan.record.task_count} tasks, "
-                f"mode {plan.record.mode}); stopping generation "
-                f"{plan.record.generation - 1}"
+        # Bounded like the operator's pass: intent, stop, fence, start, keep.
+        for _ in range(8):
+            record = self.record
+            step = next_step(
+                record, self.desired.generation, Observed(self._workers()), self.failures, now
             )
-        self.stop_tasks()
-        if plan.fence_ids:
-            report = fence_transactional_ids(
-                self.desired.bootstrap_servers, plan.fence_ids, timeout_s=30
-            )
-            if not report.ok:
-                delay = FENCE_RETRY_S[min(self.fence_failures, len(FENCE_RETRY_S) - 1)]
-                self.fence_failures += 1
-                self.next_fence_attempt = now + delay
-                self.say(f"{self.name}: {report.summary()}; retrying in {delay:.0f}s")
+            if isinstance(step, (WaitGone, BackOff)):
                 return
-            self.say(f"{self.name}: {report.summary()}: {', '.join(plan.fence_ids)}")
-        self.fence_failures = 0
-        fenced = plan.record.with_fenced()
-        store_record(self.state_file, fenced)
-        self._start_generation(fenced)
+            if isinstance(step, Keep):
+                self._supervise(now)
+                return
+            if not self._execute(step, record):
+                return
 
-    def _start_generation(self, record: GenerationRecord) -> None:
+    def _execute(self, step: Step, record: GenerationRecord | None) -> bool:
+        """Runs one step; False when the pass must end here (fencing failed)."""
+        if isinstance(step, RecordIntent):
+            store_record(self.state_file, step.record)
+            if record is not None and record.generation != step.record.generation:
+                self.say(
+                    f"{self.name}: generation {step.record.generation} planned "
+                    f"({len(record.ids)} -> {step.record.task_count} tasks, mode "
+                    f"{step.record.mode}); stopping generation {record.generation}"
+                )
+        elif isinstance(step, Stop):
+            self.stop_tasks()  # every worker of ours is named in a Stop, or none
+        elif isinstance(step, Fence):
+            return self._fence(step)
+        elif isinstance(step, Start):
+            assert record is not None
+            self._start(record, step.tasks)
+        return True
+
+    def _fence(self, step: Fence) -> bool:
+        bootstrap = self.desired.bootstrap_servers
+        if step.ids:
+            report = fence_transactional_ids(bootstrap, step.ids, timeout_s=30)
+            if not report.ok:
+                self.failures = self.failures.after_failure(time.monotonic())
+                delay = self.failures.retry_at - time.monotonic()
+                self.say(f"{self.name}: {report.summary()}; retrying in {delay:.0f}s")
+                return False
+            self.say(f"{self.name}: {report.summary()}: {', '.join(step.ids)}")
+        self.failures = FenceFailures()
+        if step.carry_offsets is not None:
+            old, new = step.carry_offsets
+            namespace = self.desired.source.metadata.namespace
+            copied = carry_offsets(
+                bootstrap, old, new, f"{namespace}/{self.name}", legacy_owner=self.name
+            )
+            self.say(f"{self.name}: carried {copied} offset(s) from {old} to {new}")
+        store_record(self.state_file, step.then)
+        return True
+
+    def _start(self, record: GenerationRecord, task_ids: Sequence[int]) -> None:
         authority = FileAuthority(path=str(self.state_file.resolve()))
         stem = self.state_file.with_suffix("")
-        self.tasks = {}
-        for settings in self.desired.settings(record.generation, authority):
-            path = Path(f"{stem}.g{record.generation}-{settings.task_id}.json")
-            write_json_atomically(path, settings.to_wire())
+        settings = self.desired.settings(
+            record.generation, authority, incarnation=record.incarnation
+        )
+        self.running_generation = record.generation
+        for task_id in task_ids:
+            path = Path(f"{stem}.g{record.generation}-{task_id}.json")
+            write_json_atomically(path, settings[task_id].to_wire())
             task = ChildProcess(
-                f"task {settings.task_id}",
+                f"task {task_id}",
                 "task",
                 path,
-                Path(f"{stem}.task-{settings.task_id}.log"),
+                Path(f"{stem}.task-{task_id}.log"),
                 restart_after_clean_exit=True,
             )
-            self.tasks[settings.task_id] = task
+            self.tasks[task_id] = task
             task.supervise(time.monotonic())
         self.say(
             f"{self.name}: generation {record.generation} running {len(self.tasks)} task(s) "
             f"in mode {record.mode}"
         )
         self._write_pids()
+
+    def _supervise(self, now: float) -> None:
+        changed = False
+        for task in self.tasks.values():
+            line = task.supervise(now)
+            if line:
+                changed = True
+                self.say(f"{self.name} g{self.running_generation}: {line}")
+        if changed:
+            self._write_pids()
 
     def _write_pids(self) -> None:
         pids = {str(t): p.pid for t, p in self.tasks.items() if p.pid}

@@ -1,0 +1,210 @@
+"""The generation protocol, written once: given what is recorded, what the spec wants
+and what runs, the one next step. The operator executes the steps against a
+KafkaSource's status and pods, ``onceflow run`` against its state file and child
+processes (DESIGN 3.2b).
+
+The invariant: no task of generation N starts while a producer of an earlier one could
+still commit. Every producer of the predecessor is either fenced (its transactional
+ids, as recorded, initialised by someone else) or confirmed gone (a non-transactional
+predecessor, or one whose ids are unknown). The intent is recorded before anything is
+stopped, so a driver that crashes after any step finds the same pending record and
+repeats the remaining steps (each is idempotent).
+
+Order within a pending generation: stop the others -> wait until they are gone where
+fencing cannot cover them -> fence the predecessor's ids and carry its offsets to a
+renamed offsets topic -> record "fenced" -> start the tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from onceflow.logic.generations import GenerationRecord
+from onceflow.model.tasks import DesiredGeneration
+
+# Fencing failures usually mean a broker or an ACL is missing: back off so neither the
+# broker is hammered nor the problem hidden behind constant retries.
+FENCE_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One running (or finished, not yet removed) task: a pod or a process."""
+
+    name: str
+    generation: int | None
+    """None when it cannot be told (a pod without the label): treated as another's."""
+    task: int | None
+    incarnation: str | None = None
+    """None when not recorded (workers of older versions): the generation decides."""
+    stopping: bool = False
+    """Asked to stop already (a terminating pod)."""
+    finished: bool = False
+    """Exited and not restarted in place (a Succeeded/Failed pod)."""
+
+
+@dataclass(frozen=True)
+class FenceFailures:
+    count: int = 0
+    retry_at: float = 0.0
+
+    def after_failure(self, now: float) -> FenceFailures:
+        delay = FENCE_BACKOFF_S[min(self.count, len(FENCE_BACKOFF_S) - 1)]
+        return FenceFailures(self.count + 1, now + delay)
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Nothing to do: the recorded generation runs every task."""
+
+
+@dataclass(frozen=True)
+class RecordIntent:
+    """Persist ``record`` (guarded write) before anything else happens."""
+
+    record: GenerationRecord
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Ask these workers to stop (graceful, bounded by the driver's grace period)."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WaitGone:
+    """Come back later: these must be gone first, and fencing cannot replace that."""
+
+    names: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Fence ``ids`` (all or nothing), carry the offsets if the topic was renamed, then
+    persist ``then``. On failure the driver records ``FenceFailures.after_failure``."""
+
+    ids: tuple[str, ...]
+    carry_offsets: tuple[str, str] | None
+    """(from, to) offsets topics, when the generation renamed it."""
+    then: GenerationRecord
+
+
+@dataclass(frozen=True)
+class BackOff:
+    delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start these tasks of ``generation`` (none of them has a worker)."""
+
+    generation: int
+    tasks: tuple[int, ...]
+
+
+Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start
+
+
+@dataclass(frozen=True)
+class Observed:
+    workers: tuple[Worker, ...] = field(default_factory=tuple)
+
+
+def ids_to_fence(record: GenerationRecord) -> tuple[str, ...]:
+    """The predecessor's ids that need fencing before ``record``'s tasks start.
+
+    Only producers with transactional ids can be fenced; a non-transactional
+    predecessor's recorded ids are fenced anyway when the successor is transactional
+    (a zombie of an even older transactional generation may hold one). One task whose
+    id stays the same is skipped when the successor is transactional: its own
+    initialisation fences the only id before it reads offsets."""
+    previous_transactional = record.previous_mode is None or record.previous_mode.transactional
+    if not record.previous_ids or not (previous_transactional or record.mode.transactional):
+        return ()
+    if (
+        len(record.previous_ids) == 1
+        and record.previous_ids == record.ids
+        and record.mode.transactional
+    ):
+        return ()
+    return record.previous_ids
+
+
+def _unfenceable_predecessor(record: GenerationRecord) -> bool:
+    """A transactional generation after one that had no ids (or unknown ones): only
+    "gone" is proof that nothing of the predecessor writes any more (KIP-618's
+    non-compliant worker, made visible)."""
+    return record.mode.transactional and (
+        record.previous_mode is None or not record.previous_mode.transactional
+    )
+
+
+def next_step(
+    record: GenerationRecord | None,
+    desired: DesiredGeneration,
+    observed: Observed,
+    failures: FenceFailures,
+    now: float,
+) -> Step:
+    if record is None:
+        return RecordIntent(GenerationRecord.first(desired))
+    if record.fencing_pending and record.fingerprint != desired.fingerprint:
+        # The spec moved on before this generation started: re-plan it in place.
+        return RecordIntent(record.with_replanned(desired))
+    if not record.fencing_pending and record.fingerprint != desired.fingerprint:
+        return RecordIntent(record.with_new_generation(desired))
+    own = [w for w in observed.workers if _belongs(w, record)]
+    others = [w for w in observed.workers if not _belongs(w, record)]
+    running = tuple(w.name for w in others if not w.stopping)
+    if record.fencing_pending:
+        return _finish_pending(record, others, running, failures, now)
+    return _steady(record, own, running)
+
+
+def _belongs(worker: Worker, record: GenerationRecord) -> bool:
+    """A worker of the recorded generation, and of this incarnation of the record."""
+    return worker.generation == record.generation and worker.incarnation in (
+        None,
+        record.incarnation,
+    )
+
+
+def _finish_pending(
+    record: GenerationRecord,
+    others: Sequence[Worker],
+    running: tuple[str, ...],
+    failures: FenceFailures,
+    now: float,
+) -> Step:
+    if running:
+        return Stop(running)
+    if others and _unfenceable_predecessor(record):
+        return WaitGone(
+            tuple(w.name for w in others),
+            f"generation {record.generation - 1} cannot be fenced (not transactional, or "
+            "its ids are unknown): waiting until its tasks are gone",
+        )
+    if now < failures.retry_at:
+        return BackOff(failures.retry_at - now, "fencing failed; retrying")
+    previous = record.previous_offsets_topic
+    carry = (
+        (previous, record.offsets_topic) if previous not in (None, record.offsets_topic) else None
+    )
+    return Fence(ids_to_fence(record), carry, record.with_fenced())
+
+
+def _steady(record: GenerationRecord, own: Sequence[Worker], running: tuple[str, ...]) -> Step:
+    # A finished task of the current generation was stopped from outside (a source
+    # task never ends by itself): remove it, then start it again in the same generation.
+    finished = tuple(w.name for w in own if w.finished and not w.stopping)
+    if running or finished:
+        return Stop(running + finished)
+    taken = {w.task for w in own}
+    missing = tuple(t for t in range(record.task_count) if t not in taken)
+    if missing:
+        return Start(record.generation, missing)
+    return Keep()

@@ -1,0 +1,297 @@
+"""The generation protocol: single decisions, and whole walks with a crash after every
+step against a simulated world of workers and fencing (the invariant: when a task
+starts, nothing of another generation can still commit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from onceflow.api import ExactlyOnceMode
+from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.protocol import (
+    BackOff,
+    Fence,
+    FenceFailures,
+    Keep,
+    Observed,
+    RecordIntent,
+    Start,
+    Step,
+    Stop,
+    WaitGone,
+    Worker,
+    ids_to_fence,
+    next_step,
+)
+from onceflow.model.tasks import DesiredGeneration
+
+D, P, E = ExactlyOnceMode.DISABLED, ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED
+
+
+def desired(
+    count: int, mode: ExactlyOnceMode, fp: str = "a", prefix: str = "ns.p", topic: str = "off"
+) -> DesiredGeneration:
+    ids = tuple(f"{prefix}/source/src/{i}" for i in range(count))
+    return DesiredGeneration(count, mode, fp, ids, topic)
+
+
+def settled(d: DesiredGeneration, generation: int = 1) -> GenerationRecord:
+    first = GenerationRecord.first(d)
+    return replace(first, generation=generation, fenced_generation=generation)
+
+
+def test_nothing_recorded_records_a_pending_first_generation() -> None:
+    step = next_step(None, desired(2, E), Observed(), FenceFailures(), 0.0)
+    assert isinstance(step, RecordIntent)
+    assert (step.record.generation, step.record.fenced_generation) == (1, 0)
+    assert step.record.previous_mode is None, "whatever ran before is unknown"
+
+
+def test_a_changed_spec_records_the_next_generation_with_its_predecessor() -> None:
+    old = settled(desired(3, E), generation=4)
+    step = next_step(old, desired(2, E, fp="b"), Observed(), FenceFailures(), 0.0)
+    assert isinstance(step, RecordIntent)
+    new = step.record
+    assert (new.generation, new.fenced_generation, new.task_count) == (5, 4, 2)
+    assert new.previous_ids == old.ids and new.previous_mode is E
+
+
+def test_a_pending_generation_whose_spec_moved_on_is_replanned_in_place() -> None:
+    pending = settled(desired(3, E)).with_new_generation(desired(4, E, fp="b"))
+    step = next_step(pending, desired(2, E, fp="c"), Observed(), FenceFailures(), 0.0)
+    assert isinstance(step, RecordIntent)
+    assert (step.record.generation, step.record.task_count) == (2, 2)
+    assert step.record.previous_ids == pending.previous_ids, "the same predecessor to fence"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fenced"),
+    [
+        (desired(3, E), desired(2, E, fp="b"), 3),  # shrink: every old id
+        (desired(1, E), desired(1, E, fp="b"), 0),  # 1 -> 1, same id: the successor fences
+        (desired(1, E), desired(1, E, fp="b", prefix="v2"), 1),  # renamed: not the same id
+        (desired(1, E), desired(1, D, fp="b"), 1),  # a non-transactional successor fences none
+        (desired(2, D), desired(2, D, fp="b"), 0),  # nothing transactional
+        (desired(2, D), desired(2, E, fp="b"), 2),  # zombies of older ids, just in case
+    ],
+)
+def test_ids_to_fence(old: DesiredGeneration, new: DesiredGeneration, fenced: int) -> None:
+    record = settled(old).with_new_generation(new)
+    assert len(ids_to_fence(record)) == fenced
+    if fenced:
+        assert ids_to_fence(record) == settled(old).ids
+
+
+def test_a_renamed_offsets_topic_is_carried_when_fencing() -> None:
+    record = settled(desired(1, E)).with_new_generation(desired(1, E, fp="b", topic="off2"))
+    step = next_step(record, desired(1, E, fp="b", topic="off2"), Observed(), FenceFailures(), 0)
+    assert isinstance(step, Fence) and step.carry_offsets == ("off", "off2")
+
+
+def test_fencing_failures_back_off() -> None:
+    record = settled(desired(2, E)).with_new_generation(desired(1, E, fp="b"))
+    failures = FenceFailures().after_failure(now=10.0)
+    step = next_step(record, desired(1, E, fp="b"), Observed(), failures, 10.5)
+    assert isinstance(step, BackOff) and step.delay_s == pytest.approx(0.5)
+    assert isinstance(next_step(record, desired(1, E, fp="b"), Observed(), failures, 11), Fence)
+
+
+def test_steady_state_restarts_a_finished_task_and_starts_missing_ones() -> None:
+    record = settled(desired(3, E))
+    workers = (
+        Worker("g1-0", 1, 0),
+        Worker("g1-1", 1, 1, finished=True),
+        Worker("g1-1-old", 1, 1, finished=True, stopping=True),
+    )
+    step = next_step(record, desired(3, E), Observed(workers), FenceFailures(), 0)
+    assert step == Stop(("g1-1",))
+    assert next_step(record, desired(3, E), Observed(workers[:1]), FenceFailures(), 0) == Start(
+        1, (1, 2)
+    )
+    everyone = Observed(tuple(Worker(f"g1-{t}", 1, t) for t in range(3)))
+    assert isinstance(next_step(record, desired(3, E), everyone, FenceFailures(), 0), Keep)
+
+
+# -- whole walks against a simulated world, crashing after every step -----------------
+
+
+@dataclass
+class SimWorker:
+    name: str
+    generation: int | None
+    task: int
+    tx_id: str | None
+    """None: non-transactional, cannot be fenced."""
+    stopping: bool = False
+    fenced: bool = False
+    stuck: bool = False
+    """Never goes away (a lost node): only fencing can make it harmless."""
+    grace: int = 0
+    """Ticks it keeps running after being asked to stop (a slow final commit)."""
+
+
+@dataclass
+class World:
+    record: GenerationRecord | None
+    workers: list[SimWorker] = field(default_factory=list)
+    failures: FenceFailures = field(default_factory=FenceFailures)
+    fence_fails: int = 0
+    started: list[int] = field(default_factory=list)
+    carried: list[tuple[str, str]] = field(default_factory=list)
+
+    def observed(self) -> Observed:
+        return Observed(
+            tuple(Worker(w.name, w.generation, w.task, stopping=w.stopping) for w in self.workers)
+        )
+
+    def tick(self) -> None:
+        """Time passes: stopped workers use up their grace period, then go (unless stuck)."""
+        for worker in self.workers:
+            if worker.stopping:
+                worker.grace -= 1
+        self.workers = [w for w in self.workers if not w.stopping or w.stuck or w.grace >= 0]
+
+    def could_still_commit(self, generation: int, transactional: bool = True) -> list[SimWorker]:
+        """Producers of other generations that could still write. Next to an at-least-once
+        (non-transactional) generation, only transactional ones count: duplicates from
+        overlapping at-least-once writers are what at-least-once allows."""
+        return [
+            w
+            for w in self.workers
+            if w.generation != generation
+            and not (w.tx_id is not None and w.fenced)
+            and (transactional or w.tx_id is not None)
+        ]
+
+    def fence(self, ids: tuple[str, ...]) -> None:
+        for worker in self.workers:
+            if worker.tx_id in ids:
+                worker.fenced = True
+
+    def execute(self, step: Step, d: DesiredGeneration, crash_inside_fence: bool) -> None:
+        if isinstance(step, RecordIntent):
+            self.record = step.record
+        elif isinstance(step, Stop):
+            for worker in self.workers:
+                if worker.name in step.names:
+                    worker.stopping = True
+        elif isinstance(step, Fence):
+            if self.fence_fails:
+                self.fence_fails -= 1
+                self.failures = self.failures.after_failure(0.0)
+                return
+            self.fence(step.ids)
+            if crash_inside_fence:
+                return  # fenced, but the record was never written
+            if step.carry_offsets:
+                self.carried.append(step.carry_offsets)
+            self.record = step.then
+        elif isinstance(step, Start):
+            assert self.record is not None
+            for task in step.tasks:
+                tx_id = d.ids[task] if d.mode.transactional else None
+                # Initialising fences every earlier producer of the same id, and a task
+                # reads offsets only after that: what remains must not be able to commit.
+                self.fence((tx_id,) if tx_id else ())
+                self.workers.append(
+                    SimWorker(f"g{step.generation}-{task}", step.generation, task, tx_id)
+                )
+            harmful = self.could_still_commit(step.generation, d.mode.transactional)
+            assert not harmful, f"generation {step.generation} started next to {harmful}"
+            self.started.extend(step.tasks)
+
+
+def walk(world: World, d: DesiredGeneration, crash_at: int | None) -> World:
+    """Drives the protocol to Keep; ``crash_at``: the step after which the driver
+    crashes (its memory, the fence failures, is lost; the world and record stay)."""
+    for count in range(60):
+        step = next_step(world.record, d, world.observed(), world.failures, 100.0)
+        if isinstance(step, Keep):
+            return world
+        world.execute(step, d, crash_inside_fence=count == crash_at)
+        if count == crash_at:
+            world.failures = FenceFailures()
+        if isinstance(step, (WaitGone, BackOff, Stop)):
+            world.tick()
+            if isinstance(step, BackOff):
+                world.failures = FenceFailures()  # time passed beyond the back-off
+    raise AssertionError(f"no steady state: {world}")
+
+
+def _running(d: DesiredGeneration, generation: int) -> list[SimWorker]:
+    return [
+        SimWorker(f"g{generation}-{t}", generation, t, d.ids[t] if d.mode.transactional else None)
+        for t in range(d.task_count)
+    ]
+
+
+SCENARIOS = {
+    "shrink, transactional": (desired(3, E), desired(2, E, fp="b"), False),
+    "1 to 1, same id": (desired(1, E), desired(1, E, fp="b"), False),
+    "prefix renamed": (desired(2, E), desired(2, E, fp="b", prefix="v2"), False),
+    "enable after disabled": (desired(2, D), desired(2, E, fp="b"), False),
+    "enable after preparing": (desired(2, P), desired(3, E, fp="b"), False),
+    "downgrade": (desired(2, E), desired(3, D, fp="b"), False),
+    "stuck transactional pod": (desired(2, E), desired(2, E, fp="b", prefix="v2"), True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("crash_at", [None, 0, 1, 2, 3, 4])
+def test_a_crash_after_any_step_never_starts_next_to_a_live_producer(
+    name: str, crash_at: int | None
+) -> None:
+    old, new, stuck = SCENARIOS[name]
+    world = World(record=settled(old), workers=_running(old, 1), fence_fails=1)
+    for worker in world.workers:
+        worker.stuck, worker.grace = stuck, 2
+    walk(world, new, crash_at)
+    assert world.record is not None and world.record.generation == 2
+    assert sorted(world.started) == list(range(new.task_count))
+    assert not world.could_still_commit(2, new.mode.transactional)
+
+
+def test_a_stuck_non_transactional_predecessor_blocks_the_transactional_successor() -> None:
+    old, new = desired(2, D), desired(2, E, fp="b")
+    world = World(record=settled(old), workers=_running(old, 1))
+    world.workers[0].stuck = True
+    world.record = settled(old).with_new_generation(new)
+    step = next_step(world.record, new, world.observed(), FenceFailures(), 0)
+    assert isinstance(step, Stop)
+    world.execute(step, new, crash_inside_fence=False)
+    world.tick()
+    step = next_step(world.record, new, world.observed(), FenceFailures(), 0)
+    assert isinstance(step, WaitGone) and step.names == ("g1-0",)
+
+
+@pytest.mark.parametrize("mode", [D, E])
+def test_a_recreated_source_stops_what_its_earlier_incarnation_left(mode: ExactlyOnceMode) -> None:
+    """No record (a re-created KafkaSource, a lost status) but pods of generation 7 run:
+    generation 1 starts only once they are stopped, and gone where nothing can fence."""
+    old = desired(2, D)
+    world = World(record=None, workers=_running(old, 7))
+    for worker in world.workers:
+        worker.grace = 2
+    walk(world, desired(3, mode), crash_at=None)
+    assert world.record is not None and world.record.generation == 1
+    assert all(w.generation == 1 or w.stopping for w in world.workers)
+
+
+def test_a_renamed_offsets_topic_is_carried_before_the_new_generation_starts() -> None:
+    old, new = desired(1, E), desired(1, E, fp="b", topic="off2")
+    world = walk(World(record=settled(old), workers=_running(old, 1)), new, crash_at=None)
+    assert world.carried == [("off", "off2")]
+
+
+def test_a_worker_of_another_incarnation_is_not_ours_whatever_its_number() -> None:
+    """A status wiped while pods ran: the new record is generation 1 again, and so are
+    the old pods; the incarnation tells them apart."""
+    record = settled(desired(1, E))
+    stale = Worker("g1-0", 1, 0, incarnation="earlier")
+    assert next_step(record, desired(1, E), Observed((stale,)), FenceFailures(), 0) == Stop(
+        ("g1-0",)
+    )
+    ours = Worker("g1-0", 1, 0, incarnation=record.incarnation)
+    assert isinstance(next_step(record, desired(1, E), Observed((ours,)), FenceFailures(), 0), Keep)
