@@ -151,3 +151,38 @@ def test_a_lost_checkpoint_never_drops_what_the_source_writes_next(
         assert rerun.wait(120) == 0
     report = _audit(kafka_bootstrap, copied)
     assert report.missing == 0, report
+
+
+@pytest.mark.spark
+def test_going_up_switches_the_consumer_before_any_producer_goes_transactional(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """disabled -> enabled in one edit: the copier still reads uncommitted, so it must be
+    stopped (and restarted reading committed) before the source's transactional
+    generation is even planned."""
+    name = f"order-{uuid.uuid4().hex[:6]}"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+
+    def disabled(documents: list[dict[str, Any]]) -> None:
+        documents[0]["spec"]["exactlyOnce"] = "disabled"
+
+    manifest.write_text(
+        _edited(_manifests(kafka_bootstrap, name, 2, _copier(name, partitions=2)), disabled)
+    )
+    jars = str(Path(spark_jars()[0]).parent)
+    run = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    try:
+        wait_for(lambda: "isolation read_uncommitted" in log.read_text(), 60, "the driver")
+
+        def enabled(documents: list[dict[str, Any]]) -> None:
+            documents[0]["spec"]["exactlyOnce"] = "enabled"
+
+        manifest.write_text(_edited(manifest.read_text(), enabled))
+        wait_for(lambda: "generation 2 running" in log.read_text(), 90, "generation 2")
+        text = log.read_text()
+        stopped = text.index("copier: settings changed; stopping the driver")
+        assert stopped < text.index("counter: generation 2 planned"), text
+        assert text.index("isolation read_committed") < text.index("generation 2 running")
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(120) == 0

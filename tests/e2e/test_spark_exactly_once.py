@@ -108,6 +108,30 @@ def _die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir:
     return batch
 
 
+def _batch_in_flight(checkpoint: Path) -> bool:
+    """A batch is planned (in the offset log) but not committed (in the commit log)."""
+
+    def last(log: str) -> int:
+        ids = [int(p.name) for p in (checkpoint / log).glob("[0-9]*")]
+        return max(ids, default=-1)
+
+    return last("offsets") > last("commits")
+
+
+def _kill_drivers(settings: SparkJobSettings, workdir: Path, seed: int) -> int:
+    """SIGKILLs ``KILLS`` drivers at random moments; returns how many of the kills
+    landed inside a batch (the ones that make the next driver replay it)."""
+    rng = random.Random(seed)
+    inside = 0
+    for _ in range(KILLS):
+        driver = _driver(settings, workdir)
+        time.sleep(rng.uniform(24.0, 34.0))  # fault timing: first commit comes ~24 s in
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(30)
+        inside += _batch_in_flight(Path(settings.checkpoint_location))
+    return inside
+
+
 def test_killed_drivers_replay_batches_without_duplicates_or_loss(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -118,14 +142,10 @@ def test_killed_drivers_replay_batches_without_duplicates_or_loss(
     _die_between_sink_commit_and_checkpoint(settings, tmp_path)
     committed, _ = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
     assert committed, "the batch the checkpoint does not record is already in the output"
-    rng = random.Random(42)
-    for _ in range(KILLS):
-        driver = _driver(settings, tmp_path)
-        time.sleep(rng.uniform(24.0, 34.0))  # fault timing: first commit comes ~24 s in
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(30)
-    before, _ = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
-    assert before, "the killed drivers committed nothing: the kills hit no batch"
+    inside = _kill_drivers(settings, tmp_path, seed=42)
+    after_kills, _ = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
+    assert len(after_kills) > len(committed), "the killed drivers never got to commit a batch"
+    assert inside > 0, "no kill landed inside a batch"
     final = _driver(settings.model_copy(update={"available_now": True}), tmp_path)
     assert final.wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
 
@@ -166,15 +186,11 @@ def test_killed_drivers_write_postgres_rows_exactly_once(
     with psycopg.connect(postgres_dsn) as conn:
         (committed,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
     assert committed, "the batch the checkpoint does not record is already in the table"
-    rng = random.Random(7)
-    for _ in range(KILLS):
-        driver = _driver(settings, tmp_path)
-        time.sleep(rng.uniform(24.0, 34.0))  # fault timing: first commit comes ~24 s in
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(30)
+    inside = _kill_drivers(settings, tmp_path, seed=7)
     with psycopg.connect(postgres_dsn) as conn:
-        (before,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-    assert before, "the killed drivers committed nothing: the kills hit no batch"
+        (after_kills,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert after_kills > committed, "the killed drivers never got to commit a batch"
+    assert inside > 0, "no kill landed inside a batch"
     final = _driver(settings.model_copy(update={"available_now": True}), tmp_path)
     assert final.wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
 

@@ -206,3 +206,62 @@ def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(
     )
     assert cluster.status("sparkjobs", "agg")["observedMode"] == "disabled"
     assert cluster.status("sparkjobs", "agg")["applicationState"] == "RUNNING"
+
+
+def test_a_replaced_driver_counts_as_gone_only_when_its_pods_are(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """disabled -> preparing restarts the job reading committed. The old driver pod takes
+    its grace period to stop (it ignores SIGTERM here): while it exists no new
+    application may exist, or a read_uncommitted consumer would overlap its successor."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "disabled")
+    cluster.create("sparkjobs", _job(2))
+    wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
+    first_uid = (_application(cluster) or {})["metadata"]["uid"]
+    cluster.core.create_namespaced_pod(
+        cluster.namespace,
+        {
+            "metadata": {
+                "name": "agg-driver",
+                "labels": {"onceflow.io/sparkjob": "agg", "spark-role": "driver"},
+            },
+            "spec": {
+                "terminationGracePeriodSeconds": 6,
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "spark-kubernetes-driver",
+                        "image": "spark",
+                        "command": ["sh", "-c", "trap '' TERM; sleep 600"],
+                    }
+                ],
+            },
+        },
+    )
+    _report_running(cluster)
+    wait_for(
+        lambda: cluster.status("sparkjobs", "agg").get("observedMode") == "disabled",
+        30,
+        "the job to report disabled",
+    )
+    cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "preparing"})
+
+    overlaps: list[str] = []
+
+    def driver_gone() -> bool:
+        pods = cluster.pods("onceflow.io/sparkjob=agg")
+        application = _application(cluster)
+        if pods and application is not None and application["metadata"]["uid"] != first_uid:
+            overlaps.append(application["metadata"]["uid"])
+        return not pods
+
+    wait_for(driver_gone, 60, "the old driver pod to be deleted and gone")
+    assert not overlaps, "a new application existed while the old driver pod did"
+    wait_for(
+        lambda: (
+            (_application(cluster) or {}).get("metadata", {}).get("uid") not in (None, first_uid)
+        ),
+        30,
+        "the application for preparing, once the old driver is gone",
+    )

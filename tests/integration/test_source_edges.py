@@ -16,7 +16,14 @@ from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
 from tests.support.kafka import drain
-from tests.support.tasks import TaskProcess, committed_offsets, only_task, plan
+from tests.support.tasks import (
+    TaskProcess,
+    committed_offsets,
+    generation_settings,
+    only_task,
+    plan,
+    write_generation,
+)
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -154,3 +161,27 @@ def test_a_transaction_that_outlives_its_timeout_is_reported_as_such_not_as_fenc
     assert task.wait(60) == ExitCode.ERROR
     assert "longer than transaction.timeout.ms=2000" in task.log_path.read_text()
     assert committed_offsets(desired) == {}
+
+
+def test_a_restarted_task_of_a_replaced_generation_leaves_the_live_task_alone(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Generation 2 runs task 0; a process of generation 1 with the same id restarts (a
+    kubelet restart on a partitioned node). It must learn it is superseded before it
+    initialises, or its init fences the live task, which exits 75, restarts, and so on."""
+    desired = plan(
+        kafka_bootstrap, tasks_max=1, config={"streams": 1, "batchSize": 5, "pollIntervalMs": 50}
+    )
+    authority = tmp_path / "state.json"
+    write_generation(authority, 2, 1, "enabled")
+    (live_settings,) = generation_settings(desired, 2, authority)
+    live = TaskProcess(live_settings, tmp_path).start()
+    wait_for(lambda: committed_offsets(desired).get("s0", 0) > 0, 60, "the live task's commits")
+
+    zombie = TaskProcess(live_settings.model_copy(update={"generation": 1}), tmp_path).start()
+    assert zombie.wait(60) == ExitCode.STOPPED
+    reached = committed_offsets(desired)["s0"]
+    wait_for(lambda: committed_offsets(desired)["s0"] > reached + 50, 60, "more commits")
+    assert live.alive, "the live task was fenced by a superseded process"
+    assert live.terminate() == ExitCode.STOPPED
+    assert "before initialising" in zombie.log_path.read_text()

@@ -22,11 +22,15 @@ from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
+from onceflow.model.objects import LABEL_SPARKJOB
 from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_settings
 from onceflow.model.spark_names import sink_transactional_ids
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
+# Drivers stop their query and executors on SIGTERM within seconds; the checkpoint
+# makes a hard stop after that safe.
+SPARK_POD_GRACE_S = 30
 
 
 @dataclass
@@ -130,6 +134,7 @@ class SparkJobReconciler:
             self._write(obj, status, False, "Restarting", message)
             raise RetryLaterError(message)
         if application is None:
+            self._wait_until_previous_pods_are_gone(obj, job, status)
             application = self.kube.create_foreign(submission.plural, desired)
             self.kube.event(obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
         state = submission.state(application)
@@ -144,6 +149,25 @@ class SparkJobReconciler:
         message = f"{kind} {state or 'submitted'} (mode {mode})"
         reason = "Running" if running else ("ApplicationFailed" if failed else "Starting")
         self._write(obj, status, running, reason, message, degraded=failed)
+
+    def _wait_until_previous_pods_are_gone(
+        self, obj: Obj, job: SparkJob, status: SparkJobStatus
+    ) -> None:
+        """A replaced driver is gone when its pods are, not when its object is: until
+        then it (and its executors, which do the reading) may still consume with the old
+        isolation next to its successor, or share its checkpoint. Without a garbage
+        collector doing it, the leftovers are deleted here too."""
+        namespace = job.metadata.namespace
+        pods = self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={job.metadata.name}")
+        if not pods:
+            return
+        for pod in pods:
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.kube.delete_pod(namespace, pod["metadata"]["name"], SPARK_POD_GRACE_S)
+        names = ", ".join(sorted(p["metadata"]["name"] for p in pods))
+        message = f"waiting for pod(s) {names} of the previous driver to be gone"
+        self._write(obj, status, False, "WaitingForPreviousDriver", message)
+        raise RetryLaterError(message)
 
     def _get(self, submission: Submission, job: SparkJob) -> Obj | None:
         return self.kube.get_foreign(

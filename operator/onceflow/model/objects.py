@@ -31,6 +31,8 @@ LABEL_GENERATION = "onceflow.io/generation"
 LABEL_TASK = "onceflow.io/task"
 LABEL_MODE = "onceflow.io/mode"
 LABEL_INCARNATION = "onceflow.io/incarnation"
+LABEL_SPARKJOB = "onceflow.io/sparkjob"
+"""On a SparkJob's application and on every driver and executor pod of it."""
 
 Manifest = dict[str, Any]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings
-from onceflow.model.objects import owner_references
+from onceflow.model.objects import LABEL_SPARKJOB, owner_references
 
 JOB_CONFIG_MOUNT = "/etc/onceflow"
 CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
@@ -40,7 +40,7 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
         "metadata": {
             "name": job_configmap_name(job.metadata.name),
             "namespace": job.metadata.namespace,
-            "labels": {"onceflow.io/sparkjob": job.metadata.name},
+            "labels": {LABEL_SPARKJOB: job.metadata.name},
             "ownerReferences": owner_references(job),
         },
         "data": {"job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True)},
@@ -77,7 +77,7 @@ def spark_application(
         "serviceAccount": SPARK_SERVICE_ACCOUNT,
         "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
         "volumeMounts": mounts,
-        "labels": {"onceflow.io/sparkjob": job.metadata.name},
+        "labels": {LABEL_SPARKJOB: job.metadata.name},
     }
     if spec.sink.postgres:
         secret = spec.sink.postgres.secret_ref.name
@@ -91,7 +91,7 @@ def spark_application(
             "name": job.metadata.name,
             "namespace": job.metadata.namespace,
             "labels": {
-                "onceflow.io/sparkjob": job.metadata.name,
+                LABEL_SPARKJOB: job.metadata.name,
                 "onceflow.io/mode": settings.mode.value,
             },
             "ownerReferences": owner_references(job),

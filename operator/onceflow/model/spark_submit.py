@@ -14,7 +14,7 @@ so the driver lives in the Job's own pod rather than in one spark-submit creates
 from __future__ import annotations
 
 from onceflow.api.spark import SparkJob, SparkJobSettings
-from onceflow.model.objects import owner_references
+from onceflow.model.objects import LABEL_SPARKJOB, owner_references
 from onceflow.model.spark_app import (
     CHECKPOINT_MOUNT,
     JOB_CONFIG_MOUNT,
@@ -53,7 +53,7 @@ def submit_conf(
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.kubernetes.authenticate.caCertFile": f"{SERVICE_ACCOUNT_DIR}/ca.crt",
         "spark.kubernetes.authenticate.oauthTokenFile": f"{SERVICE_ACCOUNT_DIR}/token",
-        "spark.kubernetes.executor.label.onceflow.io/sparkjob": job.metadata.name,
+        f"spark.kubernetes.executor.label.{LABEL_SPARKJOB}": job.metadata.name,
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
@@ -96,7 +96,7 @@ def submit_job(
         secret = spec.sink.postgres.secret_ref.name
         volumes.append({"name": "sink", "secret": {"secretName": secret}})
         mounts.append({"name": "sink", "mountPath": SINK_SECRET_MOUNT, "readOnly": True})
-    labels = {"onceflow.io/sparkjob": name, "onceflow.io/mode": settings.mode.value}
+    labels = {LABEL_SPARKJOB: name, "onceflow.io/mode": settings.mode.value}
     body: Manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -211,6 +211,12 @@ class TaskRunner:
             transaction_timeout_ms=s.transaction_timeout_ms,
         )
         try:
+            # Asked twice. Before initialising: a restarted task of a replaced generation
+            # must not fence (abort) the live task that took over its id just to learn
+            # that it is superseded. After: the answer that counts, since a generation
+            # planned in between is fenced only once this init has bumped the epoch.
+            if self._superseded("before initialising"):
+                return ExitCode.STOPPED
             writer.initialize(topic=s.topic)
             if self._superseded("before writing anything"):
                 return ExitCode.STOPPED

@@ -120,6 +120,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             settings.transactional_id_prefix,
             settings.job,
             settings.chaos_fail_sink_once,
+            sink.kafka.transaction_timeout_ms,
         )
         kafka_sink = ExactlyOnceKafkaSink(target)
         query = writer.foreachBatch(batch_sink(kafka_sink, settings)).start()

@@ -45,6 +45,7 @@ class SinkTarget:
     job: str
     fail_once_flag: str | None = None
     """Chaos drill: see SparkJobSettings.chaos_fail_sink_once."""
+    transaction_timeout_ms: int = 60000
     query: str = ""
     """The streaming query's id, set per batch once the query is bound."""
 
@@ -74,14 +75,23 @@ def prepare_topics(target: SinkTarget) -> None:
             )
 
 
+def _marker_keys(target: SinkTarget, partition: int) -> tuple[bytes, bytes]:
+    """The partition's own key (its transactional id), and the bare partition number
+    markers had before: another job whose marker topic name meets ours never matches."""
+    own = sink_transactional_id(target.prefix, target.job, partition).encode()
+    return own, str(partition).encode()
+
+
 def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
     """The last marker committed to ``partition`` (None if none yet)."""
+    keys = _marker_keys(target, partition)
     last = None
     for message in read_to_end(
         target.bootstrap, target.marker_topic, extra=target.extra, partitions=[partition]
     ):
         value = message.value()
-        last = SinkMarker.decode(value) if value else None
+        if message.key() in keys:
+            last = SinkMarker.decode(value) if value else None
     return last
 
 
@@ -96,6 +106,7 @@ def write_partition(
         target.bootstrap,
         sink_transactional_id(target.prefix, target.job, partition),
         extra=target.extra,
+        transaction_timeout_ms=target.transaction_timeout_ms,
     )
     try:
         writer.initialize(topic=target.topic)
@@ -106,7 +117,8 @@ def write_partition(
             rows = _failing_after(rows, 10, target.fail_once_flag, partition, batch_id)
         written = writer.send_rows(target.topic, partition, rows)
         marker = SinkMarker(batch=batch_id, query=target.query).encode()
-        writer.send(target.marker_topic, str(partition).encode(), marker, partition=partition)
+        own_key = _marker_keys(target, partition)[0]
+        writer.send(target.marker_topic, own_key, marker, partition=partition)
         writer.commit()
         return written
     finally:
@@ -235,6 +247,7 @@ def sink_target(
     prefix: str,
     job: str,
     fail_once_flag: str | None = None,
+    transaction_timeout_ms: int = 60000,
 ) -> SinkTarget:
     return SinkTarget(
         bootstrap,
@@ -245,4 +258,5 @@ def sink_target(
         prefix,
         job,
         fail_once_flag,
+        transaction_timeout_ms,
     )

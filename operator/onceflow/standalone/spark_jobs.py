@@ -112,6 +112,16 @@ class SparkJobSupervisor:
         """The sink partition count last started with: whose ids to fence on a change."""
         return self._file("sink.json")
 
+    @property
+    def raises_isolation(self) -> bool:
+        """The running driver reads uncommitted and the planned one reads committed: it
+        must switch before any producer of the pipeline goes transactional."""
+        return (
+            self.running is not None
+            and self.planned.settings.mode.reads_committed
+            and not self.running.settings.mode.reads_committed
+        )
+
     def reconcile(self, now: float) -> None:
         if self.driver is not None and self.running != self.planned:
             self.say(f"{self.name}: settings changed; stopping the driver")

@@ -388,10 +388,17 @@ class Supervisor:
             while not stop.is_set():
                 now = time.monotonic()
                 self._reload_if_changed()
+                # Consumers first on the way up (a driver still reading uncommitted must be
+                # gone before any producer goes transactional), producers first on the way
+                # down (they leave transactions before consumers stop reading committed).
+                consumers_first = [j for j in self.spark_jobs.values() if j.raises_isolation]
+                for job in consumers_first:
+                    job.reconcile(now)
                 for source in self.sources.values():
                     source.reconcile(now)
                 for job in self.spark_jobs.values():
-                    job.reconcile(now)
+                    if job not in consumers_first:
+                        job.reconcile(now)
                 if self.progress and now - last_progress >= PROGRESS_EVERY_S:
                     for key, source in self.sources.items():
                         for line in source.progress_lines(
