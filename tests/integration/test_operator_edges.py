@@ -1,0 +1,120 @@
+"""The operator at the edges of a pipeline's life, on a real API server with real task
+processes: a Pipeline deleted and applied again, a KafkaSource whose status is lost."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import watch
+
+from tests.integration.test_operator import _audit_clean, _finished, _settle_enabled, pipeline
+from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.kubelet import LocalKubelet
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+
+
+@pytest.fixture
+def operator(
+    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
+) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
+    with running_operator(kubeconfig, tmp_path, "edge") as running:
+        yield running
+
+
+def _watch_source_modes(
+    cluster: Cluster, seen: list[tuple[int, str]], stop: threading.Event
+) -> None:
+    while not stop.is_set():
+        for event in watch.Watch().stream(
+            cluster.custom.list_namespaced_custom_object,
+            "onceflow.io",
+            "v1alpha1",
+            cluster.namespace,
+            "kafkasources",
+            timeout_seconds=5,
+        ):
+            status = event["object"].get("status") or {}
+            if status.get("mode"):
+                seen.append((int(status.get("generation") or 0), status["mode"]))
+            if stop.is_set():
+                return
+
+
+def test_a_recreated_pipeline_resumes_where_its_workloads_are(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """GitOps prune and re-sync: the Pipeline is deleted and applied again while its
+    source runs `enabled`. Its new status must start from `enabled`, and the source
+    must never be walked down to `disabled` (its generation stays)."""
+    cluster, _, _ = operator
+    topic = f"edge-{uuid.uuid4().hex[:6]}"
+    limit = 3000
+    _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
+    generation = cluster.status("kafkasources", "counter")["generation"]
+    seen: list[tuple[int, str]] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_source_modes, args=(cluster, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        cluster.delete("pipelines", "orders")
+        wait_for(
+            lambda: (
+                not cluster.custom.list_namespaced_custom_object(
+                    "onceflow.io", "v1alpha1", cluster.namespace, "pipelines"
+                )["items"]
+            ),
+            30,
+            "the Pipeline to be gone",
+        )
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+        wait_for(
+            lambda: cluster.condition("pipelines", "orders", "Ready").get("status") == "True",
+            60,
+            "the re-created pipeline Ready",
+        )
+        assert cluster.status("pipelines", "orders")["exactlyOnce"]["current"] == "enabled"
+        wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert {mode for _, mode in seen} == {"enabled"}, seen
+    assert cluster.status("kafkasources", "counter")["generation"] == generation
+    _audit_clean(kafka_bootstrap, topic, limit)
+
+
+def test_a_lost_source_status_stops_the_old_pods_before_the_new_incarnation_runs(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """The status is wiped (a restore without status) while generation-1 pods run: the
+    new record is generation 1 again, of a new incarnation. The old pods must be told
+    apart, stopped, and every stream still read exactly once."""
+    cluster, _, _ = operator
+    topic = f"edge-{uuid.uuid4().hex[:6]}"
+    limit = 3000
+    _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
+    before = cluster.status("kafkasources", "counter")
+    old_pods = {p.metadata.name: p.metadata.uid for p in cluster.pods("onceflow.io/source=counter")}
+    obj = cluster.get("kafkasources", "counter")
+    obj["status"] = {}
+    cluster.custom.replace_namespaced_custom_object_status(
+        "onceflow.io", "v1alpha1", cluster.namespace, "kafkasources", "counter", obj
+    )
+    wait_for(
+        lambda: (
+            (cluster.status("kafkasources", "counter").get("incarnation") or "")
+            not in ("", before["incarnation"])
+            and cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+        ),
+        90,
+        "a new incarnation running",
+    )
+    pods = cluster.pods("onceflow.io/source=counter")
+    assert pods and all(old_pods.get(p.metadata.name) != p.metadata.uid for p in pods)
+    wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
+    _audit_clean(kafka_bootstrap, topic, limit)
