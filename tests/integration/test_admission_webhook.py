@@ -218,3 +218,21 @@ def test_enabling_a_pipeline_with_an_at_least_once_job_is_refused(webhook: Clust
     result = _apply(webhook, enable)
     assert result.returncode != 0
     assert "spec.exactlyOnce: enabled needs exactly-once sinks" in result.stderr
+
+
+def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> None:
+    """Same-named workloads of two Pipelines sharing a prefix would get the same
+    transactional ids (and offsets topics): refused before it is stored."""
+    first = {**_pipeline("disabled"), "metadata": {"name": "first"}}
+    first["spec"] = {**first["spec"], "transactionalIdPrefix": "shared"}
+    webhook.create("pipelines", first)
+    second = {
+        **first,
+        "metadata": {"name": "second"},
+        "apiVersion": "onceflow.io/v1alpha1",
+    }
+    result = _apply(webhook, second)
+    assert result.returncode != 0
+    assert "spec.transactionalIdPrefix: 'shared' is already the prefix of Pipeline" in (
+        result.stderr
+    )

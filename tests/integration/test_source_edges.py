@@ -185,3 +185,31 @@ def test_a_restarted_task_of_a_replaced_generation_leaves_the_live_task_alone(
     assert live.alive, "the live task was fenced by a superseded process"
     assert live.terminate() == ExitCode.STOPPED
     assert "before initialising" in zombie.log_path.read_text()
+
+
+def test_same_named_sources_in_two_namespaces_keep_their_own_offsets(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Two sources `orders`, in namespaces a and b, share one offsets topic (Connect's
+    habit of one global topic). b must start at 1, not where a stopped."""
+    desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 1, "limit": 100})
+    shared = only_task(desired, tmp_path)
+    first = shared.model_copy(update={"namespace": "a", "topic": f"{shared.topic}-a"})
+    second = shared.model_copy(update={"namespace": "b", "topic": f"{shared.topic}-b"})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    task = TaskProcess(first, tmp_path / "a").start()
+    wait_for(
+        lambda: len(drain(kafka_bootstrap, first.topic, "read_committed", 0.5)) == 100,
+        60,
+        "a's 100 records",
+    )
+    assert task.terminate() == ExitCode.STOPPED
+    task = TaskProcess(second, tmp_path / "b").start()
+    wait_for(
+        lambda: len(_committed_seqs(kafka_bootstrap, second.topic)) == 100,
+        60,
+        "b's own 100 records",
+    )
+    assert task.terminate() == ExitCode.STOPPED
+    assert _committed_seqs(kafka_bootstrap, second.topic) == list(range(1, 101))

@@ -74,3 +74,26 @@ def test_unknown_connector_is_rejected_with_the_field() -> None:
     verdict = review(document, lookup, listing)
     assert not verdict.allowed
     assert verdict.message.startswith("spec.connector.type: unknown connector 'nope'")
+
+
+def test_a_prefix_another_pipeline_uses_is_rejected_naming_the_field() -> None:
+    def pipeline(name: str, prefix: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"kafka": {"bootstrapServers": "k:9092"}}
+        if prefix:
+            spec["transactionalIdPrefix"] = prefix
+        return {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": spec,
+        }
+
+    stored = [pipeline("orders", None)]  # its prefix is the default, ns.orders
+
+    def pipelines(plural: str, namespace: str) -> list[dict[str, Any]]:
+        return stored if plural == "pipelines" else []
+
+    verdict = review(pipeline("orders-eu", "ns.orders"), lookup, pipelines)
+    assert verdict.message.startswith("spec.transactionalIdPrefix: 'ns.orders' is already")
+    assert review(pipeline("orders", None), lookup, pipelines).allowed, "itself, on update"
+    assert review(pipeline("orders-eu", None), lookup, pipelines).allowed

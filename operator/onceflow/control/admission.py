@@ -46,7 +46,9 @@ def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Ver
         return _review_source(resource, namespace, lookup)
     if isinstance(resource, SparkJob):
         return _review_spark_job(resource, namespace, lookup)
-    return review_pipeline_change(resource, listing("sparkjobs", namespace))
+    return review_pipeline_change(
+        resource, listing("sparkjobs", namespace), listing("pipelines", namespace)
+    )
 
 
 def _missing_pipeline(name: str, namespace: str, lookup: Lookup) -> list[str]:
@@ -74,8 +76,36 @@ def _review_spark_job(job: SparkJob, namespace: str, lookup: Lookup) -> Verdict:
     return Verdict([f"{refused[0]}: {refused[1]}"] if refused else [], warnings)
 
 
-def review_pipeline_change(pipeline: Pipeline, spark_jobs: Sequence[Mapping[str, Any]]) -> Verdict:
-    """Turning exactly-once on must not strand a job with an at-least-once sink."""
+def _prefix_taken(pipeline: Pipeline, pipelines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Two Pipelines with one transactionalIdPrefix give same-named workloads the same
+    ids: their producers would fence each other forever, and share offsets topics."""
+    prefix = pipeline.transactional_id_prefix
+    for document in pipelines:
+        try:
+            other = Pipeline.model_validate(document)
+        except ValueError:
+            continue
+        if other.metadata.name != pipeline.metadata.name and (
+            other.transactional_id_prefix == prefix
+        ):
+            return [
+                f"spec.transactionalIdPrefix: {prefix!r} is already the prefix of Pipeline "
+                f"{other.metadata.name!r}; choose another (ids and offsets topics would "
+                "collide)"
+            ]
+    return []
+
+
+def review_pipeline_change(
+    pipeline: Pipeline,
+    spark_jobs: Sequence[Mapping[str, Any]],
+    pipelines: Sequence[Mapping[str, Any]] = (),
+) -> Verdict:
+    """A prefix no other Pipeline uses; turning exactly-once on must not strand a job
+    with an at-least-once sink."""
+    taken = _prefix_taken(pipeline, pipelines)
+    if taken:
+        return Verdict(taken)
     if pipeline.spec.exactly_once is ExactlyOnceMode.DISABLED:
         return Verdict()
     blocking = []
