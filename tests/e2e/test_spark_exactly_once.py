@@ -274,6 +274,46 @@ def test_a_new_checkpoint_never_skips_new_data_as_already_written(
     assert report.duplicates == STREAMS * RECORDS, report
 
 
+def test_a_repartition_finishes_the_batch_in_flight_in_its_old_layout(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The driver dies between a sink commit and the checkpoint's (batch B committed to
+    the 2-partition topic, not recorded); the job comes back with 3 partitions and a new
+    topic. B must be finished in the old layout, the rest go to the new topic: across
+    the two topics every record exactly once."""
+    source = new_topic(kafka_bootstrap, "spark-relayout-in", partitions=3)
+    _produce_input(kafka_bootstrap, source)
+    old_out, new_out = (f"spark-relayout-{n}-{uuid.uuid4().hex[:6]}" for n in ("a", "b"))
+    settings = _settings(
+        kafka_bootstrap,
+        source,
+        old_out,
+        tmp_path / "checkpoint",
+        sink={"kafka": {"topic": old_out, "partitions": 2}},
+    )
+    batch = _die_between_sink_commit_and_checkpoint(settings, tmp_path)
+
+    wire = settings.to_wire()
+    wire["sink"] = {"kafka": {"topic": new_out, "partitions": 3}}
+    wire["availableNow"] = True
+    relaid = SparkJobSettings.model_validate(wire)
+    assert _driver(relaid, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+
+    pairs: list[tuple[str, int]] = []
+    unparsable = 0
+    for topic in (old_out, new_out):
+        found, bad = read_sequences(kafka_bootstrap, topic, key_field="stream", seq_field="seq")
+        pairs.extend(found)
+        unparsable += bad
+    report = audit_sequences(
+        sorted(pairs, key=lambda p: p[1]), expect=RECORDS, key_count=STREAMS, unparsable=unparsable
+    )
+    assert report.ok, report
+    for topic in (old_out, new_out):
+        found, _ = read_sequences(kafka_bootstrap, topic, key_field="stream", seq_field="seq")
+        assert found, f"batches up to {batch} belong in {old_out}, the later ones in {new_out}"
+
+
 def test_files_sink_keeps_exactly_the_committed_records(
     kafka_bootstrap: str, spark: Any, tmp_path: Path
 ) -> None:

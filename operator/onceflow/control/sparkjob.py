@@ -216,8 +216,10 @@ class SparkJobReconciler:
             self._write(obj, status, False, "Repartitioning", message)
             raise RetryLaterError(message)
         ids = sink_transactional_ids(pipeline.transactional_id_prefix, name, old)
+        secret = pipeline.spec.kafka.auth_secret_ref
+        extra = self.kube.secret_data(job.metadata.namespace, secret.name) if secret else {}
         report = self.fence(
-            pipeline.spec.kafka.bootstrap_servers, ids, timeout_s=self.fence_timeout_s
+            pipeline.spec.kafka.bootstrap_servers, ids, extra=extra, timeout_s=self.fence_timeout_s
         )
         if not report.ok:
             message = f"{report.summary()}; the application stays stopped until fencing succeeds"

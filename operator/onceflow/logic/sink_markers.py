@@ -1,16 +1,31 @@
-"""When a sink may skip a batch: the replay rule of the exactly-once sinks.
+"""When a sink may skip a batch, and which layout a batch is written in: the replay
+rules of the exactly-once Kafka sink.
 
-A marker says "query Q committed batch B here". Batch ids restart at 0 with every new
-checkpoint, so a marker that named only the batch would make a reset or re-created
-query skip its own new batches as "already written" and lose them. The query id is
-the checkpoint's identity: Spark keeps it in the checkpoint, the same across restarts
-of one checkpoint and new for a new one. A replay is recognised only within a query.
+A marker says "query Q committed batch B to output partition p of topic T, which had N
+partitions". Batch ids restart at 0 with every new checkpoint, so a marker that named
+only the batch would make a reset or re-created query skip its own new batches as
+"already written" and lose them: the query id is the checkpoint's identity (the same
+across restarts of one checkpoint, new for a new one).
+
+A batch belongs to one layout (topic and partition count). When the layout changes
+while a batch is in flight (written to some partitions, not yet recorded in the
+checkpoint), its replay must finish it in the layout it started in: written again in
+the new one it would duplicate what the first partitions committed, skipped it would
+lose the rest. Later batches use the new layout. So a re-partition neither loses nor
+duplicates, and always completes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    topic: str
+    partitions: int
 
 
 @dataclass(frozen=True)
@@ -19,20 +34,49 @@ class SinkMarker:
     query: str | None
     """None for markers written before markers named their query (a plain batch id):
     they are taken as the current query's, which is what they were when written."""
+    layout: Layout | None = None
+    """None for markers written before markers named their layout: the current one."""
 
     def encode(self) -> bytes:
-        return json.dumps({"query": self.query, "batch": self.batch}).encode()
+        layout = (
+            {"topic": self.layout.topic, "partitions": self.layout.partitions}
+            if self.layout
+            else None
+        )
+        return json.dumps({"query": self.query, "batch": self.batch, "layout": layout}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> SinkMarker:
         value = json.loads(raw)
         if isinstance(value, int):
             return cls(batch=value, query=None)
-        return cls(batch=int(value["batch"]), query=value["query"])
+        layout = value.get("layout")
+        return cls(
+            batch=int(value["batch"]),
+            query=value["query"],
+            layout=Layout(layout["topic"], int(layout["partitions"])) if layout else None,
+        )
+
+    def same_query(self, query: str) -> bool:
+        return self.query in (None, query)
 
 
-def already_written(marker: SinkMarker | None, query: str, batch: int) -> bool:
-    """True when ``batch`` of ``query`` was committed before (a replay to skip)."""
-    if marker is None or marker.query not in (None, query):
+def already_written(marker: SinkMarker | None, query: str, batch: int, layout: Layout) -> bool:
+    """True when ``batch`` of ``query`` was committed before to this partition of this
+    layout (a replay to skip)."""
+    if marker is None or not marker.same_query(query):
+        return False
+    if marker.layout not in (None, layout):
         return False
     return marker.batch >= batch
+
+
+def layout_of_batch(
+    markers: Iterable[SinkMarker], query: str, batch: int, current: Layout
+) -> Layout:
+    """The layout ``batch`` must be written in: the one any partition already committed
+    it in (an in-flight batch replayed after a re-partition), else the current one."""
+    for marker in markers:
+        if marker.same_query(query) and marker.batch == batch and marker.layout is not None:
+            return marker.layout
+    return current

@@ -17,9 +17,14 @@ SOURCE_TASK = "source"
 SINK_PARTITION = "sink"
 
 
+def producer_id_stem(prefix: str, kind: str, name: str) -> str:
+    """What every producer id of workload ``name`` of ``kind`` starts with."""
+    return f"{prefix}/{kind}/{name}/"
+
+
 def producer_id(prefix: str, kind: str, name: str, index: int) -> str:
     """The transactional id of producer ``index`` of workload ``name`` of ``kind``."""
-    return f"{prefix}/{kind}/{name}/{index}"
+    return f"{producer_id_stem(prefix, kind, name)}{index}"
 
 
 def task_transactional_id(prefix: str, source: str, task_id: int) -> str:

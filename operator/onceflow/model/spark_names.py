@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from onceflow.model.names import SINK_PARTITION, producer_id
+from onceflow.model.names import SINK_PARTITION, producer_id, producer_id_stem
 
 
 def sink_transactional_id(prefix: str, job: str, partition: int) -> str:
     """One stable id per output partition: a retried or zombie task attempt for the same
     partition is fenced by the next attempt's initialisation."""
     return producer_id(prefix, SINK_PARTITION, job, partition)
+
+
+def sink_transactional_id_stem(prefix: str, job: str) -> str:
+    return producer_id_stem(prefix, SINK_PARTITION, job)
 
 
 def sink_transactional_ids(prefix: str, job: str, partitions: int) -> list[str]:

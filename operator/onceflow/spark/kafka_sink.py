@@ -25,8 +25,12 @@ from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import TransactionalWriter
-from onceflow.logic.sink_markers import SinkMarker, already_written
-from onceflow.model.spark_names import sink_marker_topic, sink_transactional_id
+from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, layout_of_batch
+from onceflow.model.spark_names import (
+    sink_marker_topic,
+    sink_transactional_id,
+    sink_transactional_id_stem,
+)
 from onceflow.spark.query_identity import QueryIdentity
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -46,7 +50,14 @@ class SinkTarget:
     fail_once_flag: str | None = None
     """Chaos drill: see SparkJobSettings.chaos_fail_sink_once."""
     transaction_timeout_ms: int = 60000
+    marker_partitions: int = 0
+    """Partitions of the marker topic; output partition p's marker lives in p modulo it."""
     query: str = ""
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.topic, self.partitions)
+
     """The streaming query's id, set per batch once the query is bound."""
 
 
@@ -54,25 +65,34 @@ class SinkTopicError(ValueError):
     """The output topic exists with another partition count: partitioning would move."""
 
 
-def prepare_topics(target: SinkTarget) -> None:
-    """Creates the output and marker topics, or checks an existing output topic."""
-    for topic, config in ((target.topic, {}), (target.marker_topic, MARKER_TOPIC_CONFIG)):
-        ensure_topic(
-            target.bootstrap,
-            topic,
-            partitions=target.partitions,
-            config=config,
-            extra=target.extra,
+def _partition_count(target: SinkTarget, topic: str) -> int:
+    metadata = AdminClient(client_config(target.bootstrap, target.extra)).list_topics(
+        topic, timeout=30
+    )
+    return len(metadata.topics[topic].partitions)
+
+
+def prepare_topics(target: SinkTarget) -> SinkTarget:
+    """Creates the output and marker topics, or checks an existing output topic; returns
+    the target with the marker topic's partition count (kept from its first layout:
+    markers are addressed by key, so a re-partition needs no new marker topic)."""
+    ensure_topic(target.bootstrap, target.topic, partitions=target.partitions, extra=target.extra)
+    found = _partition_count(target, target.topic)
+    if found != target.partitions:
+        raise SinkTopicError(
+            f"spec.sink.kafka.partitions: topic {target.topic!r} has {found} partitions, "
+            f"not {target.partitions}; use a new topic or set partitions: {found}"
         )
-        metadata = AdminClient(client_config(target.bootstrap, target.extra)).list_topics(
-            topic, timeout=30
-        )
-        found = len(metadata.topics[topic].partitions)
-        if found != target.partitions:
-            raise SinkTopicError(
-                f"spec.sink.kafka.partitions: topic {topic!r} has {found} partitions, not "
-                f"{target.partitions}; use a new topic or set partitions: {found}"
-            )
+    ensure_topic(
+        target.bootstrap,
+        target.marker_topic,
+        partitions=target.partitions,
+        config=MARKER_TOPIC_CONFIG,
+        extra=target.extra,
+    )
+    return dataclasses.replace(
+        target, marker_partitions=_partition_count(target, target.marker_topic)
+    )
 
 
 def _marker_keys(target: SinkTarget, partition: int) -> tuple[bytes, bytes]:
@@ -87,12 +107,26 @@ def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
     keys = _marker_keys(target, partition)
     last = None
     for message in read_to_end(
-        target.bootstrap, target.marker_topic, extra=target.extra, partitions=[partition]
+        target.bootstrap,
+        target.marker_topic,
+        extra=target.extra,
+        partitions=[partition % target.marker_partitions],
     ):
         value = message.value()
         if message.key() in keys:
             last = SinkMarker.decode(value) if value else None
     return last
+
+
+def committed_markers(target: SinkTarget) -> list[SinkMarker]:
+    """The last marker of every output partition this job ever wrote, any layout."""
+    own = sink_transactional_id_stem(target.prefix, target.job).encode()
+    last: dict[bytes, SinkMarker] = {}
+    for message in read_to_end(target.bootstrap, target.marker_topic, extra=target.extra):
+        key, value = message.key() or b"", message.value()
+        if key.startswith(own) and value:
+            last[key] = SinkMarker.decode(value)
+    return list(last.values())
 
 
 def write_partition(
@@ -110,15 +144,21 @@ def write_partition(
     )
     try:
         writer.initialize(topic=target.topic)
-        if already_written(committed_marker(target, partition), target.query, batch_id):
+        marker = committed_marker(target, partition)
+        if already_written(marker, target.query, batch_id, target.layout):
             return 0  # a replay of a batch this query already committed here
         writer.begin()
         if target.fail_once_flag:
             rows = _failing_after(rows, 10, target.fail_once_flag, partition, batch_id)
         written = writer.send_rows(target.topic, partition, rows)
-        marker = SinkMarker(batch=batch_id, query=target.query).encode()
+        written_marker = SinkMarker(batch=batch_id, query=target.query, layout=target.layout)
         own_key = _marker_keys(target, partition)[0]
-        writer.send(target.marker_topic, own_key, marker, partition=partition)
+        writer.send(
+            target.marker_topic,
+            own_key,
+            written_marker.encode(),
+            partition=partition % target.marker_partitions,
+        )
         writer.commit()
         return written
     finally:
@@ -218,14 +258,22 @@ class ExactlyOnceKafkaSink:
     partition's rows and batch marker in one transaction."""
 
     def __init__(self, target: SinkTarget) -> None:
-        self.target = target
+        self.target = prepare_topics(target)
         self.query = QueryIdentity()
-        prepare_topics(target)
+        self.first_batch = True
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         from pyspark.sql import functions as sql
 
         target = dataclasses.replace(self.target, query=self.query.wait())
+        if self.first_batch:
+            # Only a driver's first batch can be one an earlier driver left in flight,
+            # perhaps in another layout: finish it where it started (its ids were fenced;
+            # this driver's producers take them over by initialising).
+            self.first_batch = False
+            markers = committed_markers(target)
+            layout = layout_of_batch(markers, target.query, batch_id, target.layout)
+            target = dataclasses.replace(target, topic=layout.topic, partitions=layout.partitions)
         # The sort keeps the writer correct even if a shuffle partition ever holds more
         # than one output partition; normally each holds exactly one.
         grouped = (
