@@ -118,3 +118,29 @@ def test_a_lost_source_status_stops_the_old_pods_before_the_new_incarnation_runs
     assert pods and all(old_pods.get(p.metadata.name) != p.metadata.uid for p in pods)
     wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
     _audit_clean(kafka_bootstrap, topic, limit)
+
+
+def test_an_image_edit_rolls_the_pods_within_their_generation(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """spec.image is not part of the task configuration, so no new generation: but the
+    pods must be replaced (not wait for their next death), and nothing duplicated."""
+    cluster, _, _ = operator
+    topic = f"edge-{uuid.uuid4().hex[:6]}"
+    limit = 3000
+    _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
+    generation = cluster.status("kafkasources", "counter")["generation"]
+    before = {p.metadata.uid for p in cluster.pods("onceflow.io/source=counter")}
+    cluster.patch_spec("kafkasources", "counter", {"image": "onceflow:next"})
+
+    def rolled() -> bool:
+        pods = cluster.pods("onceflow.io/source=counter")
+        return len(pods) == 2 and all(
+            p.metadata.uid not in before and p.spec.containers[0].image == "onceflow:next"
+            for p in pods
+        )
+
+    wait_for(rolled, 120, "both pods replaced with the new image")
+    assert cluster.status("kafkasources", "counter")["generation"] == generation
+    wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
+    _audit_clean(kafka_bootstrap, topic, limit)

@@ -295,3 +295,17 @@ def test_a_worker_of_another_incarnation_is_not_ours_whatever_its_number() -> No
     )
     ours = Worker("g1-0", 1, 0, incarnation=record.incarnation)
     assert isinstance(next_step(record, desired(1, E), Observed((ours,)), FenceFailures(), 0), Keep)
+
+
+def test_a_task_made_from_an_outdated_template_is_rolled_in_its_generation() -> None:
+    """Image or resources edited: no new generation (same configs, same ids), but each
+    pod made from the old template is replaced; its successor's init fences it."""
+    record = settled(desired(2, E))
+    workers = (
+        Worker("g1-0", 1, 0, template="new"),
+        Worker("g1-1", 1, 1, template="old"),
+    )
+    observed = Observed(workers, template="new")
+    assert next_step(record, desired(2, E), observed, FenceFailures(), 0) == Stop(("g1-1",))
+    rolling = Observed((workers[0], Worker("g1-1", 1, 1, template="old", stopping=True)), "new")
+    assert isinstance(next_step(record, desired(2, E), rolling, FenceFailures(), 0), Keep)

@@ -52,6 +52,7 @@ from onceflow.model.objects import (
     TASK_GRACE_SECONDS,
     configmap_name,
     generation_configmap,
+    pod_template_hash,
     task_pod,
     task_rbac,
 )
@@ -170,6 +171,8 @@ class SourceReconciler:
             self._degrade(obj, error.reason, str(error))
             return
         key = f"{namespace}/{name}"
+        secret = pipeline.spec.kafka.auth_secret_ref
+        template = pod_template_hash(source, self.default_image, secret.name if secret else None)
         # Each pass walks the protocol until it has to wait; a handful of steps is the
         # longest walk (intent, stop, fence, start, keep), the bound catches a bug.
         for _ in range(MAX_STEPS_PER_PASS):
@@ -178,7 +181,7 @@ class SourceReconciler:
             step = next_step(
                 record,
                 desired.generation,
-                Observed(workers_from_pods(pods)),
+                Observed(workers_from_pods(pods), template),
                 self.fence_failures.get(key, FenceFailures()),
                 time.monotonic(),
             )

@@ -42,6 +42,9 @@ class Worker:
     """Asked to stop already (a terminating pod)."""
     finished: bool = False
     """Exited and not restarted in place (a Succeeded/Failed pod)."""
+    template: str | None = None
+    """What the worker was made from beyond its task config (a pod's image, resources);
+    None where that cannot change (processes of ``onceflow run``)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start
 @dataclass(frozen=True)
 class Observed:
     workers: tuple[Worker, ...] = field(default_factory=tuple)
+    template: str | None = None
+    """What workers should be made from now: one made otherwise is rolled (stopped and
+    started again in the same generation)."""
 
 
 def ids_to_fence(record: GenerationRecord) -> tuple[str, ...]:
@@ -162,7 +168,7 @@ def next_step(
     running = tuple(w.name for w in others if not w.stopping)
     if record.fencing_pending:
         return _finish_pending(record, others, running, failures, now)
-    return _steady(record, own, running)
+    return _steady(record, own, running, observed.template)
 
 
 def _belongs(worker: Worker, record: GenerationRecord) -> bool:
@@ -197,12 +203,24 @@ def _finish_pending(
     return Fence(ids_to_fence(record), carry, record.with_fenced())
 
 
-def _steady(record: GenerationRecord, own: Sequence[Worker], running: tuple[str, ...]) -> Step:
+def _steady(
+    record: GenerationRecord,
+    own: Sequence[Worker],
+    running: tuple[str, ...],
+    template: str | None,
+) -> Step:
     # A finished task of the current generation was stopped from outside (a source
     # task never ends by itself): remove it, then start it again in the same generation.
-    finished = tuple(w.name for w in own if w.finished and not w.stopping)
-    if running or finished:
-        return Stop(running + finished)
+    # A task made from an outdated template (image, resources) is rolled the same way:
+    # its successor's initialisation fences it.
+    stale = tuple(
+        w.name
+        for w in own
+        if not w.stopping
+        and (w.finished or (template is not None and w.template not in (None, template)))
+    )
+    if running or stale:
+        return Stop(running + stale)
     taken = {w.task for w in own}
     missing = tuple(t for t in range(record.task_count) if t not in taken)
     if missing:

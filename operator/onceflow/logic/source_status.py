@@ -12,7 +12,12 @@ from typing import Any
 from onceflow.api.source import KafkaSourceStatus, TaskStatus
 from onceflow.logic.generations import GenerationRecord, LegacyIds
 from onceflow.logic.protocol import Worker
-from onceflow.model.objects import LABEL_GENERATION, LABEL_INCARNATION, LABEL_TASK
+from onceflow.model.objects import (
+    LABEL_GENERATION,
+    LABEL_INCARNATION,
+    LABEL_POD_TEMPLATE,
+    LABEL_TASK,
+)
 
 Pod = Mapping[str, Any]
 
@@ -64,6 +69,7 @@ def workers_from_pods(pods: Sequence[Pod]) -> tuple[Worker, ...]:
             incarnation=(pod["metadata"].get("labels") or {}).get(LABEL_INCARNATION),
             stopping=terminating(pod),
             finished=_phase(pod) in ("Succeeded", "Failed"),
+            template=(pod["metadata"].get("labels") or {}).get(LABEL_POD_TEMPLATE),
         )
         for pod in pods
     )

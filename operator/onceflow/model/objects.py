@@ -8,6 +8,7 @@ operator must decide exactly which generation runs and when each pod may start
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +32,7 @@ LABEL_GENERATION = "onceflow.io/generation"
 LABEL_TASK = "onceflow.io/task"
 LABEL_MODE = "onceflow.io/mode"
 LABEL_INCARNATION = "onceflow.io/incarnation"
+LABEL_POD_TEMPLATE = "onceflow.io/pod-template"
 LABEL_SPARKJOB = "onceflow.io/sparkjob"
 """On a SparkJob's application and on every driver and executor pod of it."""
 
@@ -90,6 +92,20 @@ def generation_configmap(source: KafkaSource, settings: Sequence[TaskSettings]) 
     }
 
 
+def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str | None) -> str:
+    """A digest of what a task pod is made of beyond its task configuration (image,
+    resources, the auth mount). A change rolls the pods within their generation: the
+    task configs, ids and offsets are the same, and each new pod's initialisation
+    fences the old pod of its id, so no new generation (and no fencing round) is due."""
+    parts = {
+        "image": source.spec.image or default_image,
+        "resources": source.spec.resources.to_wire(),
+        "kafkaSecret": kafka_secret,
+    }
+    canonical = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(canonical).hexdigest()[:12]
+
+
 def task_pod(
     source: KafkaSource,
     settings: TaskSettings,
@@ -97,6 +113,10 @@ def task_pod(
     kafka_secret: str | None = None,
 ) -> Manifest:
     name = source.metadata.name
+    labels = {
+        **task_labels(settings),
+        LABEL_POD_TEMPLATE: pod_template_hash(source, default_image, kafka_secret),
+    }
     resources = source.spec.resources
     mounts: list[Manifest] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
     volumes: list[Manifest] = [
@@ -111,7 +131,7 @@ def task_pod(
         "metadata": {
             "name": task_pod_name(name, settings.generation, settings.task_id),
             "namespace": source.metadata.namespace,
-            "labels": task_labels(settings),
+            "labels": labels,
             "ownerReferences": owner_references(source),
         },
         "spec": {
