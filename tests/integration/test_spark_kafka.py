@@ -9,7 +9,12 @@ import pytest
 from confluent_kafka import Producer
 
 from onceflow.eos.consume import read_to_end
-from onceflow.spark.kafka_sink import ExactlyOnceKafkaSink, sink_target, with_output_partition
+from onceflow.spark.kafka_sink import (
+    ExactlyOnceKafkaSink,
+    prepare_topics,
+    sink_target,
+    with_output_partition,
+)
 from tests.support.kafka import new_topic
 
 if TYPE_CHECKING:
@@ -91,3 +96,12 @@ def test_both_kafka_sinks_put_every_key_on_the_same_partition(
     assert all(len(partitions) == 1 for partitions in by_exact.values())
     assert by_exact == by_builtin
     assert len(set().union(*by_exact.values())) == 4, "50 keys spread over every partition"
+
+
+def test_fresh_sink_topics_report_their_partitions(kafka_bootstrap: str) -> None:
+    """A topic created a moment ago can show no partitions in the metadata; preparing a
+    sink must wait for them (about one fresh topic in ten showed none here)."""
+    for _ in range(10):
+        name = f"fresh-{uuid.uuid4().hex[:6]}"
+        target = prepare_topics(sink_target(kafka_bootstrap, {}, name, 3, "test", name))
+        assert target.marker_partitions == 3

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,11 +66,18 @@ class SinkTopicError(ValueError):
     """The output topic exists with another partition count: partitioning would move."""
 
 
+# A topic created a moment ago can show no partitions in the metadata yet.
+METADATA_WAIT_S = 30.0
+
+
 def _partition_count(target: SinkTarget, topic: str) -> int:
-    metadata = AdminClient(client_config(target.bootstrap, target.extra)).list_topics(
-        topic, timeout=30
-    )
-    return len(metadata.topics[topic].partitions)
+    admin = AdminClient(client_config(target.bootstrap, target.extra))
+    deadline = time.monotonic() + METADATA_WAIT_S
+    while True:
+        found = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def prepare_topics(target: SinkTarget) -> SinkTarget:
