@@ -75,6 +75,18 @@ def _start(manifest: Path, state: Path, log: Path, **env: str) -> subprocess.Pop
     )
 
 
+def _run_until_refused(manifest: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    """An `onceflow run` expected to refuse to start (within a minute)."""
+    return subprocess.run(
+        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
 def _record(state: Path, name: str) -> dict[str, int]:
     path = state / "default.counter.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -153,14 +165,7 @@ def test_run_rejects_bad_manifests_before_any_task_starts(tmp_path: Path) -> Non
     source["spec"]["transactionBoundary"] = "connector"
     manifest.write_text(yaml.safe_dump_all([pipeline, source]))
     state = tmp_path / "state"
-    result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    result = _run_until_refused(manifest, state)
     assert result.returncode == 1
     assert "spec.connector.config.streams: must be an integer >= 1" in result.stderr
     assert "spec.connector.config.colour: unknown setting" in result.stderr
@@ -243,14 +248,7 @@ def test_run_survives_its_own_crash_without_a_second_writer(
     first = _start(manifest, state, log)
     wait_for(lambda: len(_pids(state)) == 3, 60, "three task pids")
 
-    second = subprocess.run(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
+    second = _run_until_refused(manifest, state)
     assert second.returncode == 1 and "another onceflow run" in second.stderr, second
 
     os.kill(_pids(state)["0"], signal.SIGTERM)
