@@ -104,9 +104,13 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
         ),
         (
             _with(
-                _with(SOURCE, "spec.transactionBoundary", "interval"),
+                _with(
+                    _with(SOURCE, "spec.transactionBoundary", "interval"),
+                    "spec.transactionTimeoutMs",
+                    60000,
+                ),
                 "spec.transactionBoundaryIntervalMs",
-                40000,  # more than half the default 60 s transaction timeout
+                40000,  # more than half the transaction timeout
             ),
             "spec.transactionBoundaryIntervalMs",
         ),

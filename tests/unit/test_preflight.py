@@ -69,7 +69,11 @@ def test_an_interval_too_close_to_the_transaction_timeout_is_refused_by_name() -
         "connector": {"type": "sequence"},
         "transactionBoundary": "interval",
         "transactionBoundaryIntervalMs": 40000,
+        "transactionTimeoutMs": 60000,
     }
     with pytest.raises(ValidationError, match=r"spec\.transactionBoundaryIntervalMs: must be at"):
         KafkaSourceSpec.model_validate(spec)
     assert KafkaSourceSpec.model_validate({**spec, "transactionTimeoutMs": 80000})
+    # A spec from before the setting existed keeps working: the timeout follows it.
+    del spec["transactionTimeoutMs"]
+    assert KafkaSourceSpec.model_validate(spec).transaction_timeout == 80000

@@ -84,10 +84,14 @@ def test_ids_to_fence(old: DesiredGeneration, new: DesiredGeneration, fenced: in
         assert ids_to_fence(record) == settled(old).ids
 
 
-def test_a_renamed_offsets_topic_is_carried_when_fencing() -> None:
+def test_a_renamed_offsets_topic_is_carried_after_fencing_even_the_same_id() -> None:
+    """1 -> 1 with the same id normally leaves fencing to the successor; but the offsets
+    are copied before the successor exists, so the old task must be fenced first or it
+    could commit to the old topic after the copy."""
     record = settled(desired(1, E)).with_new_generation(desired(1, E, fp="b", topic="off2"))
     step = next_step(record, desired(1, E, fp="b", topic="off2"), Observed(), FenceFailures(), 0)
     assert isinstance(step, Fence) and step.carry_offsets == ("off", "off2")
+    assert step.ids == record.previous_ids
 
 
 def test_fencing_failures_back_off() -> None:
@@ -309,3 +313,10 @@ def test_a_task_made_from_an_outdated_template_is_rolled_in_its_generation() -> 
     assert next_step(record, desired(2, E), observed, FenceFailures(), 0) == Stop(("g1-1",))
     rolling = Observed((workers[0], Worker("g1-1", 1, 1, template="old", stopping=True)), "new")
     assert isinstance(next_step(record, desired(2, E), rolling, FenceFailures(), 0), Keep)
+
+
+def test_a_pod_name_held_by_another_incarnation_is_not_reused_until_gone() -> None:
+    record = settled(desired(2, D))
+    leaving = Worker("g1-0", 1, 0, incarnation="earlier", stopping=True)
+    step = next_step(record, desired(2, D), Observed((leaving,)), FenceFailures(), 0)
+    assert step == Start(1, (1,))

@@ -18,7 +18,8 @@ OLD, NEW = Layout("out", 2), Layout("out-v2", 3)
         (SinkMarker(3, "q1", OLD), 2, True),
         (SinkMarker(3, "q1", OLD), 4, False),
         (SinkMarker(3, "q0", OLD), 0, False),  # a reset checkpoint: new data
-        (SinkMarker(3, None), 3, True),  # written before markers named queries
+        (SinkMarker(3, None), 3, True),  # before markers named queries: the in-flight one
+        (SinkMarker(5, None), 3, False),  # ... never a reset checkpoint's lower batch ids
         (SinkMarker(3, "q1", NEW), 3, False),  # another layout's partition of that number
     ],
 )

@@ -20,9 +20,8 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 60000
 # Headroom of 2x: the coordinator may abort an expired transaction up to its check
 # interval late, but also any time after the timeout; a commit must land well before.
 INTERVAL_VS_TIMEOUT = (
-    "must be at most half of transactionTimeoutMs (default "
-    f"{DEFAULT_TRANSACTION_TIMEOUT_MS}), or the broker aborts every transaction before "
-    "it commits; lower the interval or raise transactionTimeoutMs"
+    "must be at most half of transactionTimeoutMs, or the broker aborts every "
+    "transaction before it commits; lower the interval or raise transactionTimeoutMs"
 )
 
 
@@ -80,9 +79,8 @@ class KafkaSourceSpec(ApiModel):
                 },
                 {
                     "rule": "!has(self.transactionBoundaryIntervalMs) || "
-                    "self.transactionBoundaryIntervalMs * 2 <= "
-                    f"(has(self.transactionTimeoutMs) ? self.transactionTimeoutMs : "
-                    f"{DEFAULT_TRANSACTION_TIMEOUT_MS})",
+                    "!has(self.transactionTimeoutMs) || "
+                    "self.transactionBoundaryIntervalMs * 2 <= self.transactionTimeoutMs",
                     "message": INTERVAL_VS_TIMEOUT,
                     "fieldPath": ".transactionBoundaryIntervalMs",
                 },
@@ -115,14 +113,15 @@ class KafkaSourceSpec(ApiModel):
         description="Commit interval for transactionBoundary=interval "
         f"(default {DEFAULT_TRANSACTION_INTERVAL_MS}). Only valid with interval.",
     )
-    transaction_timeout_ms: int = Field(
-        default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+    transaction_timeout_ms: int | None = Field(
+        default=None,
         ge=1000,
         le=900000,
         description="transaction.timeout.ms of the task producers: the broker aborts a "
         "transaction left open this long (a dead task's, or one whose boundaries come "
         "too rarely). At most the broker's transaction.max.timeout.ms (default 900000); "
-        "at least twice transactionBoundaryIntervalMs.",
+        "at least twice transactionBoundaryIntervalMs. Default: "
+        f"{DEFAULT_TRANSACTION_TIMEOUT_MS}, or twice the interval when that is more.",
     )
     offsets_topic: str | None = Field(
         default=None,
@@ -149,13 +148,23 @@ class KafkaSourceSpec(ApiModel):
                 "spec.transactionBoundaryIntervalMs is only valid with "
                 "transactionBoundary: interval; remove it or set the boundary to interval"
             )
-        if self.transaction_interval_ms * 2 > self.transaction_timeout_ms:
+        if self.transaction_timeout_ms is not None and (
+            self.transaction_interval_ms * 2 > self.transaction_timeout_ms
+        ):
             raise ValueError(f"spec.transactionBoundaryIntervalMs: {INTERVAL_VS_TIMEOUT}")
         return self
 
     @property
     def transaction_interval_ms(self) -> int:
         return self.transaction_boundary_interval_ms or DEFAULT_TRANSACTION_INTERVAL_MS
+
+    @property
+    def transaction_timeout(self) -> int:
+        """The producers' transaction.timeout.ms: as set, else the default or twice the
+        interval (a spec that set only a long interval keeps working)."""
+        if self.transaction_timeout_ms is not None:
+            return self.transaction_timeout_ms
+        return max(DEFAULT_TRANSACTION_TIMEOUT_MS, 2 * self.transaction_interval_ms)
 
 
 class TaskStatus(ApiModel):

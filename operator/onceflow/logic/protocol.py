@@ -127,7 +127,9 @@ def ids_to_fence(record: GenerationRecord) -> tuple[str, ...]:
     predecessor's recorded ids are fenced anyway when the successor is transactional
     (a zombie of an even older transactional generation may hold one). One task whose
     id stays the same is skipped when the successor is transactional: its own
-    initialisation fences the only id before it reads offsets."""
+    initialisation fences the only id before it reads offsets; not when the offsets
+    topic moved too, since the offsets are copied before the successor exists, and the
+    predecessor must be unable to commit to the old topic by then."""
     previous_transactional = record.previous_mode is None or record.previous_mode.transactional
     if not record.previous_ids or not (previous_transactional or record.mode.transactional):
         return ()
@@ -135,6 +137,7 @@ def ids_to_fence(record: GenerationRecord) -> tuple[str, ...]:
         len(record.previous_ids) == 1
         and record.previous_ids == record.ids
         and record.mode.transactional
+        and record.previous_offsets_topic in (None, record.offsets_topic)
     ):
         return ()
     return record.previous_ids
@@ -168,7 +171,7 @@ def next_step(
     running = tuple(w.name for w in others if not w.stopping)
     if record.fencing_pending:
         return _finish_pending(record, others, running, failures, now)
-    return _steady(record, own, running, observed.template)
+    return _steady(record, own, others, running, observed.template)
 
 
 def _belongs(worker: Worker, record: GenerationRecord) -> bool:
@@ -206,6 +209,7 @@ def _finish_pending(
 def _steady(
     record: GenerationRecord,
     own: Sequence[Worker],
+    others: Sequence[Worker],
     running: tuple[str, ...],
     template: str | None,
 ) -> Step:
@@ -221,7 +225,8 @@ def _steady(
     )
     if running or stale:
         return Stop(running + stale)
-    taken = {w.task for w in own}
+    # Another incarnation's task of the same number holds the same pod name until gone.
+    taken = {w.task for w in (*own, *others) if w.generation == record.generation}
     missing = tuple(t for t in range(record.task_count) if t not in taken)
     if missing:
         return Start(record.generation, missing)

@@ -32,8 +32,10 @@ class Layout:
 class SinkMarker:
     batch: int
     query: str | None
-    """None for markers written before markers named their query (a plain batch id):
-    they are taken as the current query's, which is what they were when written."""
+    """None for markers written before markers named their query (a plain batch id).
+    Such a marker is the last batch of the query that ran before the upgrade: it counts
+    only for a replay of exactly that batch (the one that may have been in flight), and
+    never makes a reset checkpoint's lower batch ids look written."""
     layout: Layout | None = None
     """None for markers written before markers named their layout: the current one."""
 
@@ -57,14 +59,14 @@ class SinkMarker:
             layout=Layout(layout["topic"], int(layout["partitions"])) if layout else None,
         )
 
-    def same_query(self, query: str) -> bool:
-        return self.query in (None, query)
+    def same_query(self, query: str, batch: int) -> bool:
+        return self.query == query or (self.query is None and self.batch == batch)
 
 
 def already_written(marker: SinkMarker | None, query: str, batch: int, layout: Layout) -> bool:
     """True when ``batch`` of ``query`` was committed before to this partition of this
     layout (a replay to skip)."""
-    if marker is None or not marker.same_query(query):
+    if marker is None or not marker.same_query(query, batch):
         return False
     if marker.layout not in (None, layout):
         return False
@@ -77,6 +79,6 @@ def layout_of_batch(
     """The layout ``batch`` must be written in: the one any partition already committed
     it in (an in-flight batch replayed after a re-partition), else the current one."""
     for marker in markers:
-        if marker.same_query(query) and marker.batch == batch and marker.layout is not None:
+        if marker.same_query(query, batch) and marker.batch == batch and marker.layout:
             return marker.layout
     return current

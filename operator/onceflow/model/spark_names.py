@@ -19,11 +19,6 @@ def sink_transactional_ids(prefix: str, job: str, partitions: int) -> list[str]:
     return [sink_transactional_id(prefix, job, p) for p in range(partitions)]
 
 
-def legacy_sink_transactional_ids(prefix: str, job: str, partitions: int) -> list[str]:
-    """Ids of the first scheme, fenced once when a job moves to the current one."""
-    return [f"{prefix}-{job}-sink-{p}" for p in range(partitions)]
-
-
 def sink_marker_topic(prefix: str, job: str) -> str:
     """Compacted topic, one partition per output partition: the last batch each output
     partition committed, written in the same transaction as its records. Marker keys

@@ -63,7 +63,7 @@ class DesiredTasks:
             offsets=self.offsets_topic,
             boundary=spec.transaction_boundary.value,
             interval=spec.transaction_interval_ms,
-            timeout=spec.transaction_timeout_ms,
+            timeout=spec.transaction_timeout,
         )
 
     @property
@@ -114,7 +114,7 @@ class DesiredTasks:
                 connector_config=dict(config),
                 transaction_boundary=spec.transaction_boundary,
                 transaction_interval_ms=spec.transaction_interval_ms,
-                transaction_timeout_ms=spec.transaction_timeout_ms,
+                transaction_timeout_ms=spec.transaction_timeout,
                 authority=authority,
                 metrics_port=metrics_port,
             )

@@ -108,14 +108,16 @@ def _written_before_markers_named_queries(
     conn: psycopg.Connection[Any], target: PostgresTarget, slice_id: int, batch_id: int
 ) -> bool:
     """A batch in flight when the sink was upgraded left a marker under the bare job
-    name; its replay must still be skipped. Newer markers never use the bare name."""
+    name; its replay must still be skipped. Only the last such batch can be in flight:
+    the bare job's earlier batches must not make a reset checkpoint's batches (which
+    restart at 0) look written. Newer markers never use the bare name."""
     found = conn.execute(
-        sql.SQL("SELECT 1 FROM {} WHERE job = %s AND slice = %s AND batch_id = %s").format(
+        sql.SQL("SELECT max(batch_id) FROM {} WHERE job = %s AND slice = %s").format(
             sql.Identifier(MARKERS_TABLE)
         ),
-        (target.job, slice_id, batch_id),
+        (target.job, slice_id),
     ).fetchone()
-    return found is not None
+    return found is not None and found[0] == batch_id
 
 
 class ExactlyOncePostgresSink:
