@@ -122,13 +122,19 @@ def _kill_drivers(settings: SparkJobSettings, workdir: Path, seed: int) -> int:
     """SIGKILLs ``KILLS`` drivers at random moments; returns how many of the kills
     landed inside a batch (the ones that make the next driver replay it)."""
     rng = random.Random(seed)
+    checkpoint = Path(settings.checkpoint_location)
     inside = 0
     for _ in range(KILLS):
         driver = _driver(settings, workdir)
         time.sleep(rng.uniform(24.0, 34.0))  # fault timing: first commit comes ~24 s in
+        # Then aim: a short batch (Postgres writes fast) is rarely hit by chance, so
+        # strike when one is planned and not yet committed, if that comes soon.
+        deadline = time.monotonic() + 5
+        while not _batch_in_flight(checkpoint) and time.monotonic() < deadline:
+            time.sleep(0.01)
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
-        inside += _batch_in_flight(Path(settings.checkpoint_location))
+        inside += _batch_in_flight(checkpoint)
     return inside
 
 
