@@ -320,6 +320,34 @@ def test_a_repartition_finishes_the_batch_in_flight_in_its_old_layout(
         assert found, f"batches up to {batch} belong in {old_out}, the later ones in {new_out}"
 
 
+def test_a_prefix_change_finishes_the_batch_in_flight_under_its_old_ids(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The driver dies between a sink commit and the checkpoint's; the job comes back
+    under another transactional-id prefix (its Pipeline's prefix renamed, or the job
+    moved to another Pipeline), which names its ids and its marker topic anew. The
+    batch in flight was committed under the old ones: it must be found there and not
+    written again."""
+    source = new_topic(kafka_bootstrap, "spark-rename-in", partitions=3)
+    _produce_input(kafka_bootstrap, source)
+    out = f"spark-rename-out-{uuid.uuid4().hex[:6]}"
+    settings = _settings(kafka_bootstrap, source, out, tmp_path / "checkpoint")
+    _die_between_sink_commit_and_checkpoint(settings, tmp_path)
+
+    renamed = settings.model_copy(
+        update={
+            "transactional_id_prefix": "test-renamed",
+            "previous_transactional_id_prefix": settings.transactional_id_prefix,
+            "available_now": True,
+        }
+    )
+    assert _driver(renamed, tmp_path).wait(300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+
+    pairs, unparsable = read_sequences(kafka_bootstrap, out, key_field="stream", seq_field="seq")
+    report = audit_sequences(pairs, expect=RECORDS, key_count=STREAMS, unparsable=unparsable)
+    assert report.ok, report
+
+
 def test_files_sink_keeps_exactly_the_committed_records(
     kafka_bootstrap: str, spark: Any, tmp_path: Path
 ) -> None:

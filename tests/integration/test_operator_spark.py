@@ -5,6 +5,7 @@ fences the old sink ids before a new application exists."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,52 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 3
+
+
+def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """The Pipeline's transactionalIdPrefix changes under a running job: the old
+    application is replaced only after the sink ids under the old prefix are fenced,
+    and the new driver is told the old prefix (to finish a batch left in flight)."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "enabled")
+    cluster.create("sparkjobs", _job(2))
+    wait_for(lambda: _application(cluster) is not None, 30, "the first SparkApplication")
+    old_prefix = f"{cluster.namespace}.orders"
+    wait_for(
+        lambda: cluster.status("sparkjobs", "agg").get("sinkTransactionalIdPrefix") == old_prefix,
+        30,
+        "the sink prefix in use recorded",
+    )
+    zombie = Producer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "transactional.id": sink_transactional_id(old_prefix, "agg", 0),
+        }
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce("orders.out", b"late")
+    zombie.flush(30)
+    old_uid = _application(cluster)["metadata"]["uid"]  # type: ignore[index]
+
+    cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": "orders-v2"})
+    wait_for(
+        lambda: (_application(cluster) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
+        60,
+        "a new SparkApplication after the rename",
+    )
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    status = cluster.status("sparkjobs", "agg")
+    assert status["sinkTransactionalIdPrefix"] == "orders-v2"
+    assert status["previousSinkTransactionalIdPrefix"] == old_prefix
+    settings = json.loads(
+        cluster.core.read_namespaced_config_map("agg-job", cluster.namespace).data["job.json"]
+    )
+    assert settings["transactionalIdPrefix"] == "orders-v2"
+    assert settings["previousTransactionalIdPrefix"] == old_prefix
 
 
 def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(

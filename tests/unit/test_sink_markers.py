@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, layout_of_batch
+from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
 
 OLD, NEW = Layout("out", 2), Layout("out-v2", 3)
 
@@ -36,6 +36,6 @@ def test_markers_old_and_new_decode(raw: bytes) -> None:
 
 def test_a_batch_in_flight_at_a_repartition_is_finished_in_its_old_layout() -> None:
     markers = [SinkMarker(5, "q", OLD), SinkMarker(4, "q", OLD)]
-    assert layout_of_batch(markers, "q", 5, NEW) == OLD
-    assert layout_of_batch(markers, "q", 6, NEW) == NEW, "later batches: the new layout"
-    assert layout_of_batch(markers, "other", 5, NEW) == NEW, "another query's batch 5"
+    assert started_layout(markers, "q", 5) == OLD
+    assert started_layout(markers, "q", 6) is None, "later batches: the current layout"
+    assert started_layout(markers, "other", 5) is None, "another query's batch 5"

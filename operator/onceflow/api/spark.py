@@ -229,6 +229,12 @@ class SparkJobStatus(CommonStatus):
     sink_partitions: int | None = Field(
         default=None, ge=1, description="Sink partition count whose ids are in use."
     )
+    sink_transactional_id_prefix: str | None = Field(
+        default=None, description="Prefix of the sink transactional ids in use."
+    )
+    previous_sink_transactional_id_prefix: str | None = Field(
+        default=None, description="The sink's prefix before its last rename."
+    )
 
 
 class SparkJob(ApiModel):
@@ -251,6 +257,11 @@ class SparkJobSettings(ApiModel):
     bootstrap_servers: str = Field(description="Kafka bootstrap servers.")
     kafka_config: dict[str, str] = Field(default_factory=dict, description="librdkafka extras.")
     transactional_id_prefix: str = Field(description="Prefix of the sink transactional ids.")
+    previous_transactional_id_prefix: str | None = Field(
+        default=None,
+        description="The sink's prefix before a rename: a batch left in flight under it "
+        "is finished under its ids, never written again under the new ones.",
+    )
     topics: list[str] = Field(min_length=1, description="Resolved input topics.")
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)

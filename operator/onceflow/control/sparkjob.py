@@ -3,9 +3,9 @@ operator's SparkApplication, or with ``submitter: spark-submit`` a Job whose pod
 the driver -- for the pipeline's current mode, and reports the mode back so the
 rollout can gate on it (DESIGN 3.3, 3.4).
 
-A change of the Kafka sink's partition count re-partitions every key: the running
-application is deleted and confirmed gone, the old partitions' transactional ids are
-fenced, and only then is the new application created (as for source generations).
+A change of the Kafka sink's partition count or of its transactional-id prefix hands
+the sink to a new set of producers: the running application is deleted, the old ids
+are fenced, and only then is the new application created (``logic.sink_handover``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
+from onceflow.logic.sink_handover import (
+    KeepSink,
+    RecordSink,
+    SinkProducers,
+    StopDriver,
+    sink_handover,
+)
 from onceflow.model.objects import LABEL_SPARKJOB
 from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_settings
-from onceflow.model.spark_names import sink_transactional_ids
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
@@ -111,12 +117,14 @@ class SparkJobReconciler:
             # Only before creating its own driver object can another submitter's exist.
             self._remove_other_submissions(obj, job, status)
         kafka = job.spec.sink.kafka
-        wanted = kafka.partitions if kafka else None
-        if wanted and status.sink_partitions and status.sink_partitions != wanted:
-            obj = self._repartition(obj, job, pipeline, status, application, wanted)
-            status, application = self._status(obj), None
-        elif wanted and not status.sink_partitions:
-            status = status.model_copy(update={"sink_partitions": wanted})
+        if kafka is not None:
+            wanted = SinkProducers(pipeline.transactional_id_prefix, kafka.partitions)
+            obj, status, producers = self._hand_over_sink(
+                obj, job, pipeline, status, application, wanted
+            )
+            settings = settings.model_copy(
+                update={"previous_transactional_id_prefix": producers.previous_prefix}
+            )
         self.kube.put_configmap(job_configmap(job, settings))
         desired = submission.render(job, settings, self.default_image, self.spark_version)
         kind = desired["kind"]
@@ -196,40 +204,63 @@ class SparkJobReconciler:
             self._write(obj, status, False, "SwitchingSubmitter", message)
             raise RetryLaterError(message)
 
-    def _repartition(
+    def _hand_over_sink(
         self,
         obj: Obj,
         job: SparkJob,
         pipeline: Pipeline,
         status: SparkJobStatus,
         application: Obj | None,
-        wanted: int,
-    ) -> Obj:
+        wanted: SinkProducers,
+    ) -> tuple[Obj, SparkJobStatus, SinkProducers]:
+        """Runs the sink handover (``logic.sink_handover``) up to the producers the
+        driver may start with; raises RetryLater while the old driver stops or fencing
+        fails."""
         name = job.metadata.name
-        old = status.sink_partitions or 0
-        if application is not None:
+        step = sink_handover(recorded_sink(status, pipeline), wanted, application is not None, name)
+        if isinstance(step, KeepSink):
+            return obj, status, step.producers
+        if isinstance(step, RecordSink):
+            return obj, with_sink(status, step.producers), step.producers
+        if isinstance(step, StopDriver):
             self._delete(submission_of(job), job)
-            message = (
-                f"re-partitioning the sink {old} -> {wanted}: waiting for the old "
-                "application to stop"
-            )
-            self._write(obj, status, False, "Repartitioning", message)
-            raise RetryLaterError(message)
-        ids = sink_transactional_ids(pipeline.transactional_id_prefix, name, old)
+            self._write(obj, status, False, "HandingOverSink", step.reason)
+            raise RetryLaterError(step.reason)
         secret = pipeline.spec.kafka.auth_secret_ref
         extra = self.kube.secret_data(job.metadata.namespace, secret.name) if secret else {}
         report = self.fence(
-            pipeline.spec.kafka.bootstrap_servers, ids, extra=extra, timeout_s=self.fence_timeout_s
+            pipeline.spec.kafka.bootstrap_servers,
+            list(step.ids),
+            extra=extra,
+            timeout_s=self.fence_timeout_s,
         )
         if not report.ok:
             message = f"{report.summary()}; the application stays stopped until fencing succeeds"
             self._write(obj, status, False, "FencingFailed", message, degraded=True)
             raise RetryLaterError(message, 5.0)
-        self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
-        return self._write(
-            obj,
-            status.model_copy(update={"sink_partitions": wanted}),
-            False,
-            "Repartitioned",
-            f"sink partitions {old} -> {wanted}; old ids fenced",
-        )
+        self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(step.ids)}")
+        status = with_sink(status, step.then)
+        obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
+        return obj, status, step.then
+
+
+def recorded_sink(status: SparkJobStatus, pipeline: Pipeline) -> SinkProducers | None:
+    """The producers the status records; a status from before prefixes were recorded
+    had the pipeline's current one."""
+    if not status.sink_partitions:
+        return None
+    return SinkProducers(
+        status.sink_transactional_id_prefix or pipeline.transactional_id_prefix,
+        status.sink_partitions,
+        status.previous_sink_transactional_id_prefix,
+    )
+
+
+def with_sink(status: SparkJobStatus, producers: SinkProducers) -> SparkJobStatus:
+    return status.model_copy(
+        update={
+            "sink_partitions": producers.partitions,
+            "sink_transactional_id_prefix": producers.prefix,
+            "previous_sink_transactional_id_prefix": producers.previous_prefix,
+        }
+    )

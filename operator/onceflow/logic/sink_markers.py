@@ -73,12 +73,10 @@ def already_written(marker: SinkMarker | None, query: str, batch: int, layout: L
     return marker.batch >= batch
 
 
-def layout_of_batch(
-    markers: Iterable[SinkMarker], query: str, batch: int, current: Layout
-) -> Layout:
-    """The layout ``batch`` must be written in: the one any partition already committed
-    it in (an in-flight batch replayed after a re-partition), else the current one."""
+def started_layout(markers: Iterable[SinkMarker], query: str, batch: int) -> Layout | None:
+    """The layout some partition already committed ``batch`` in (an in-flight batch
+    replayed after a re-partition must be finished in it), or None."""
     for marker in markers:
         if marker.same_query(query, batch) and marker.batch == batch and marker.layout:
             return marker.layout
-    return current
+    return None

@@ -121,6 +121,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             settings.job,
             settings.chaos_fail_sink_once,
             sink.kafka.transaction_timeout_ms,
+            settings.previous_transactional_id_prefix,
         )
         kafka_sink = ExactlyOnceKafkaSink(target)
         query = writer.foreachBatch(batch_sink(kafka_sink, settings)).start()

@@ -26,7 +26,7 @@ from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import TransactionalWriter
-from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, layout_of_batch
+from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
 from onceflow.model.spark_names import (
     sink_marker_topic,
     sink_transactional_id,
@@ -54,12 +54,26 @@ class SinkTarget:
     marker_partitions: int = 0
     """Partitions of the marker topic; output partition p's marker lives in p modulo it."""
     query: str = ""
+    """The streaming query's id, set per batch once the query is bound."""
+    previous_prefix: str | None = None
+    """The transactional-id prefix the job's sink had before a rename: the batch an
+    earlier driver left in flight may have been committed under its ids and markers."""
 
     @property
     def layout(self) -> Layout:
         return Layout(self.topic, self.partitions)
 
-    """The streaming query's id, set per batch once the query is bound."""
+    def renamed_from(self) -> SinkTarget | None:
+        """This sink as it was named before a prefix change (None if it never was)."""
+        if self.previous_prefix in (None, self.prefix):
+            return None
+        return dataclasses.replace(
+            self,
+            prefix=self.previous_prefix,
+            marker_topic=sink_marker_topic(self.previous_prefix, self.job),
+            marker_partitions=0,
+            previous_prefix=None,
+        )
 
 
 class SinkTopicError(ValueError):
@@ -127,7 +141,11 @@ def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
 
 
 def committed_markers(target: SinkTarget) -> list[SinkMarker]:
-    """The last marker of every output partition this job ever wrote, any layout."""
+    """The last marker of every output partition this job ever wrote under the target's
+    prefix, any layout (none when that prefix's marker topic does not exist)."""
+    admin = AdminClient(client_config(target.bootstrap, target.extra))
+    if target.marker_topic not in admin.list_topics(timeout=30).topics:
+        return []
     own = sink_transactional_id_stem(target.prefix, target.job).encode()
     last: dict[bytes, SinkMarker] = {}
     for message in read_to_end(target.bootstrap, target.marker_topic, extra=target.extra):
@@ -260,6 +278,23 @@ def write_sorted_partitions(
     return write
 
 
+def where_batch_started(target: SinkTarget, batch_id: int) -> SinkTarget:
+    """The target a driver's first batch must be written to. Only that batch can be one
+    an earlier driver left in flight, perhaps in another layout or under the ids of a
+    prefix since renamed: it is finished where it started (the supervisor fenced those
+    ids; this driver's producers take them over by initialising them again)."""
+    for candidate in (target, target.renamed_from()):
+        if candidate is None:
+            continue
+        layout = started_layout(committed_markers(candidate), target.query, batch_id)
+        if layout is not None:
+            started = dataclasses.replace(
+                candidate, topic=layout.topic, partitions=layout.partitions
+            )
+            return prepare_topics(started) if candidate is not target else started
+    return target
+
+
 class ExactlyOnceKafkaSink:
     """The ``foreachBatch`` function: Spark shuffles rows to their output partitions
     and sorts them in the JVM; Python only sees Arrow batches and writes each output
@@ -275,13 +310,8 @@ class ExactlyOnceKafkaSink:
 
         target = dataclasses.replace(self.target, query=self.query.wait())
         if self.first_batch:
-            # Only a driver's first batch can be one an earlier driver left in flight,
-            # perhaps in another layout: finish it where it started (its ids were fenced;
-            # this driver's producers take them over by initialising).
             self.first_batch = False
-            markers = committed_markers(target)
-            layout = layout_of_batch(markers, target.query, batch_id, target.layout)
-            target = dataclasses.replace(target, topic=layout.topic, partitions=layout.partitions)
+            target = where_batch_started(target, batch_id)
         # The sort keeps the writer correct even if a shuffle partition ever holds more
         # than one output partition; normally each holds exactly one.
         grouped = (
@@ -304,6 +334,7 @@ def sink_target(
     job: str,
     fail_once_flag: str | None = None,
     transaction_timeout_ms: int = 60000,
+    previous_prefix: str | None = None,
 ) -> SinkTarget:
     return SinkTarget(
         bootstrap,
@@ -315,4 +346,5 @@ def sink_target(
         job,
         fail_once_flag,
         transaction_timeout_ms,
+        previous_prefix=previous_prefix,
     )

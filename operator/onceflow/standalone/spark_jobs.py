@@ -3,8 +3,8 @@
 The driver is the same ``onceflow spark-job`` a driver pod runs, in local mode. It
 restarts from its checkpoint when it dies (as the Spark operator's ``restartPolicy:
 Always`` would), is restarted with new settings when the manifests change, and a
-change of the Kafka sink's partition count fences the old partitions' transactional
-ids before the new driver starts, as the operator does.
+change of the Kafka sink's partition count or prefix fences the old producers' ids
+before the new driver starts (``logic.sink_handover``), as the operator does.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.logic.preflight import at_least_once_sink_problem
+from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
 from onceflow.model.spark_app import job_settings
-from onceflow.model.spark_names import sink_transactional_ids
 from onceflow.standalone.children import ChildProcess
 from onceflow.standalone.state import workload_file, write_json_atomically
 
@@ -108,8 +108,8 @@ class SparkJobSupervisor:
         return workload_file(self.state_dir, self.settings.namespace, self.settings.job, what)
 
     @property
-    def partitions_file(self) -> Path:
-        """The sink partition count last started with: whose ids to fence on a change."""
+    def sink_file(self) -> Path:
+        """The sink producers last started with: whose ids to fence on a change."""
         return self._file("sink.json")
 
     @property
@@ -127,10 +127,13 @@ class SparkJobSupervisor:
             self.say(f"{self.name}: settings changed; stopping the driver")
             self.stop()
         if self.driver is None:
-            if now < self.next_fence_attempt or not self._fence_old_partitions(now):
+            if now < self.next_fence_attempt:
+                return
+            settings = self._hand_over_sink(now)
+            if settings is None:
                 return
             path = self._file("settings.json")
-            write_json_atomically(path, self.settings.to_wire())
+            write_json_atomically(path, settings.to_wire())
             self._write_dsn()
             self.driver = ChildProcess("driver", "spark-job", path, self._file("log"))
             self.running = self.planned
@@ -152,28 +155,48 @@ class SparkJobSupervisor:
         path.touch(mode=0o600)
         path.write_text(self.planned.dsn)
 
-    def _fence_old_partitions(self, now: float) -> bool:
-        kafka = self.settings.sink.kafka
-        wanted = kafka.partitions if kafka else 0
-        recorded = (
-            int(json.loads(self.partitions_file.read_text())["partitions"])
-            if self.partitions_file.exists()
-            else 0
+    def _recorded_sink(self) -> SinkProducers | None:
+        if not self.sink_file.exists():
+            return None
+        data = json.loads(self.sink_file.read_text())
+        # A file from before prefixes were recorded: the prefix was the current one.
+        return SinkProducers(
+            data.get("prefix") or self.settings.transactional_id_prefix,
+            int(data["partitions"]),
+            data.get("previousPrefix"),
         )
-        if recorded and recorded != wanted:
-            ids = sink_transactional_ids(
-                self.settings.transactional_id_prefix, self.settings.job, recorded
-            )
+
+    def _hand_over_sink(self, now: float) -> SparkJobSettings | None:
+        """The settings to start the driver with once the sink's producers are handed
+        over (``logic.sink_handover``; the driver is stopped already), or None while
+        fencing the old ones fails."""
+        kafka = self.settings.sink.kafka
+        if kafka is None:
+            return self.settings
+        wanted = SinkProducers(self.settings.transactional_id_prefix, kafka.partitions)
+        step = sink_handover(self._recorded_sink(), wanted, False, self.name)
+        assert not isinstance(step, StopDriver), "the driver is stopped before a handover"
+        if isinstance(step, FenceSink):
             report = fence_transactional_ids(
-                self.settings.bootstrap_servers, ids, extra=self.settings.kafka_config
+                self.settings.bootstrap_servers, list(step.ids), extra=self.settings.kafka_config
             )
             if not report.ok:
                 self.next_fence_attempt = now + FENCE_RETRY_S
                 self.say(f"{self.name}: {report.summary()}; retrying in {FENCE_RETRY_S:.0f}s")
-                return False
-            self.say(f"{self.name}: sink partitions {recorded} -> {wanted}: {report.summary()}")
-        write_json_atomically(self.partitions_file, {"partitions": wanted})
-        return True
+                return None
+            self.say(f"{self.name}: {step.reason}: {report.summary()}")
+        producers = step.then if isinstance(step, FenceSink) else step.producers
+        write_json_atomically(
+            self.sink_file,
+            {
+                "partitions": producers.partitions,
+                "prefix": producers.prefix,
+                "previousPrefix": producers.previous_prefix,
+            },
+        )
+        return self.settings.model_copy(
+            update={"previous_transactional_id_prefix": producers.previous_prefix}
+        )
 
     def stop(self) -> None:
         if self.driver is not None:
