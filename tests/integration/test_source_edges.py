@@ -187,6 +187,22 @@ def test_a_restarted_task_of_a_replaced_generation_leaves_the_live_task_alone(
     assert "before initialising" in zombie.log_path.read_text()
 
 
+def test_a_disabled_task_of_a_replaced_generation_writes_nothing(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A stale supervisor (an old operator replica) starts a `disabled` task of
+    generation 1 after generation 2 was recorded: at-least-once would allow the
+    duplicates, but one read of the record avoids them."""
+    desired = plan(kafka_bootstrap, mode="disabled", tasks_max=1, config={"streams": 1})
+    authority = tmp_path / "state.json"
+    write_generation(authority, 2, 1, "disabled")
+    (current,) = generation_settings(desired, 2, authority)
+    stale = TaskProcess(current.model_copy(update={"generation": 1}), tmp_path).start()
+    assert stale.wait(60) == ExitCode.STOPPED
+    assert "superseded" in stale.log_path.read_text()
+    assert drain(kafka_bootstrap, desired.source.spec.topic, "read_uncommitted", 1.0) == []
+
+
 def test_same_named_sources_in_two_namespaces_keep_their_own_offsets(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

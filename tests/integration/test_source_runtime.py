@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.fencing import fence_transactional_ids
@@ -94,7 +95,7 @@ def test_reading_offsets_waits_for_an_open_transaction(kafka_bootstrap: str) -> 
     producer.produce(topic, offset_value({"seq": 7}), offset_key("src", {"stream": "s0"}))
     producer.flush(30)
 
-    with pytest.raises(TimeoutError, match="held by an open transaction"):
+    with pytest.raises(TimeoutError, match=r"held by an open transaction(.|\n)*find-hanging"):
         read_offsets(kafka_bootstrap, topic, "src", timeout_s=2)
 
     result: dict[str, object] = {}
@@ -164,3 +165,33 @@ def test_a_timed_out_init_transactions_is_resumed_not_failed(kafka_bootstrap: st
     finally:
         writer.close()
     assert drain(kafka_bootstrap, topic, "read_committed") == [b"after a resumed init"]
+
+
+def test_an_unsafe_offsets_topic_is_refused_before_anything_is_read(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """An offsets topic made by hand with two partitions (or without compaction) would
+    let an older offset win or be deleted: the task names the topic and the fix, and
+    exits with an error instead of producing."""
+    desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 1, "limit": 10})
+    settings = only_task(desired, tmp_path)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(settings.offsets_topic, 2, 1)])[settings.offsets_topic].result(30)
+    task = TaskProcess(settings, tmp_path).start()
+    assert task.wait(60) == ExitCode.ERROR
+    log = task.log_path.read_text()
+    assert "it has 2 partitions" in log, log[-2000:]
+    assert "cleanup.policy is 'delete'" in log, log[-2000:]
+    assert "spec.offsetsTopic" in log
+    assert drain(kafka_bootstrap, desired.source.spec.topic, "read_uncommitted", 1.0) == []
+
+
+def test_a_new_offsets_topic_has_one_compacted_partition(kafka_bootstrap: str) -> None:
+    topic = f"offsets-{uuid.uuid4().hex[:6]}"
+    ensure_offsets_topic(kafka_bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    metadata = admin.list_topics(topic, timeout=30).topics[topic]
+    assert len(metadata.partitions) == 1
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["cleanup.policy"].value == "compact"

@@ -46,3 +46,23 @@ def drain(bootstrap: str, topic: str, isolation: str, quiet_s: float = 2.0) -> l
     finally:
         c.close()
     return values
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    """The partition Kafka's Java producer picks for ``key``: murmur2 (seed
+    0x9747b28c), made positive, modulo the partition count."""
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ len(key)) & 0xFFFFFFFF
+    whole = len(key) // 4 * 4
+    for i in range(0, whole, 4):
+        k = (int.from_bytes(key[i : i + 4], "little") * m) & 0xFFFFFFFF
+        k = ((k ^ (k >> 24)) * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[whole:]
+    for shift in range(len(tail) - 1, 0, -1):
+        h ^= tail[shift] << (8 * shift)
+    if tail:
+        h = ((h ^ tail[0]) * m) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions

@@ -89,7 +89,12 @@ def read_to_end(
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"reading {topic!r} to its end took over {timeout_s:.0f}s: partitions "
-                    f"{sorted(remaining)} are held by an open transaction"
+                    f"{sorted(remaining)} are held by an open transaction. A live "
+                    "producer's transaction ends within its transaction.timeout.ms; one "
+                    "that outlives it is hanging: list it with `kafka-transactions.sh "
+                    "--bootstrap-server <servers> find-hanging --broker-id <leader>` and "
+                    "end it with its `abort` command (brokers from Kafka 3.6 prevent "
+                    "most with transaction.partition.verification.enable=true)"
                 )
             message = consumer.poll(POLL_S)
             if message is not None and message.error() is None:

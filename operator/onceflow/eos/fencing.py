@@ -60,7 +60,18 @@ def fence_one(
     bootstrap: str, transactional_id: str, extra: Mapping[str, str] | None, timeout_s: float
 ) -> FenceResult:
     started = time.monotonic()
-    producer = Producer({**client_config(bootstrap, extra), "transactional.id": transactional_id})
+    try:
+        # Inside the try: a bad client setting (a Secret's SASL keys) is a failure to
+        # report for this id, not an exception that skips the caller's status update.
+        producer = Producer(
+            {**client_config(bootstrap, extra), "transactional.id": transactional_id}
+        )
+    except KafkaException as error:
+        message = (
+            f"cannot create a producer: {error.args[0].str()}; check the Kafka client "
+            "settings (the Secret named by the Pipeline's spec.kafka.authSecretRef)"
+        )
+        return FenceResult(transactional_id, time.monotonic() - started, message)
     try:
         initialise_transactions(producer, timeout_s)
     except KafkaException as error:

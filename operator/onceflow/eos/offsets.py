@@ -16,15 +16,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
 from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 
 # Compaction keeps the store small; one partition keeps every source's offsets in one
-# ordered log, which is what a read-to-end needs. Replication uses the broker default.
+# ordered log, which is what a read-to-end needs (across partitions an older offset
+# could be read last and win).
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+# Connect's default for its internal topics; fewer when the cluster has fewer brokers
+# (a development broker), never the broker default, which is often 1: one lost disk
+# would lose every source's offsets (a full replay) or a sink's markers.
+REPLICATION_FACTOR = 3
+
+
+class OffsetsTopicError(ValueError):
+    """An existing offsets topic cannot keep offsets safely; nothing was read from it."""
 
 
 def _canonical(value: Any) -> bytes:
@@ -49,7 +58,9 @@ def ensure_topic(
 ) -> None:
     """Creates ``topic`` unless it exists; an existing topic is left as it is."""
     admin = AdminClient(client_config(bootstrap, extra))
-    spec = NewTopic(topic, partitions, replication_factor=-1, config=dict(config or {}))
+    brokers = len(admin.list_topics(timeout=30).brokers)
+    replicas = max(1, min(REPLICATION_FACTOR, brokers))
+    spec = NewTopic(topic, partitions, replication_factor=replicas, config=dict(config or {}))
     try:
         admin.create_topics([spec])[topic].result(timeout=30)
     except KafkaException as error:
@@ -60,7 +71,31 @@ def ensure_topic(
 def ensure_offsets_topic(
     bootstrap: str, topic: str, extra: Mapping[str, str] | None = None
 ) -> None:
+    """Creates the offsets topic, or checks that an existing one (created by hand, or
+    by a tool's defaults) has one partition and compaction."""
     ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra)
+    admin = AdminClient(client_config(bootstrap, extra))
+    partitions = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    policy = configs["cleanup.policy"].value or ""
+    problems = []
+    if partitions > 1:
+        problems.append(
+            f"it has {partitions} partitions, and offsets read across partitions can "
+            "resume from an older one (duplicates)"
+        )
+    if "compact" not in policy.split(","):
+        problems.append(
+            f"its cleanup.policy is {policy!r}, and retention would delete offsets "
+            "(a replay from the start)"
+        )
+    if problems:
+        raise OffsetsTopicError(
+            f"offsets topic {topic!r} is unsafe: {'; '.join(problems)}. Point "
+            "spec.offsetsTopic at a new topic (Onceflow creates it with one partition "
+            "and compaction), or recreate this one so"
+        )
 
 
 @dataclass(frozen=True)

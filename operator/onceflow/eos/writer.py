@@ -33,6 +33,12 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 QUEUE_FULL_WAIT_S = 0.1
 
 
+JAVA_PARTITIONER = "murmur2_random"
+"""Keyed records go where Kafka's Java producers and Connect put them (murmur2 of the
+key), not librdkafka's default CRC32: consumers that co-partition by key, and a
+pipeline that moves between Onceflow and Connect, see the same partitioning."""
+
+
 class ProducerFencedError(Exception):
     """A newer producer with the same transactional.id initialised: this one is a zombie."""
 
@@ -111,7 +117,7 @@ class _ProducingWriter:
                     headers=list(headers) or None,
                     timestamp=timestamp_ms or 0,  # 0: let the client stamp the time
                     on_delivery=on_delivery,
-                    partition=partition,  # -1: the default (murmur2) partitioner
+                    partition=partition,  # -1: the configured partitioner
                 )
                 return
             except BufferError:
@@ -136,6 +142,7 @@ class TransactionalWriter(_ProducingWriter):
                     "transactional.id": transactional_id,
                     "transaction.timeout.ms": transaction_timeout_ms,
                     "linger.ms": 5,
+                    "partitioner": JAVA_PARTITIONER,
                 }
             )
         )
@@ -174,6 +181,20 @@ class TransactionalWriter(_ProducingWriter):
             self.state = TxnState.FAILED
             hint = describe_access_error(detail, self.transactional_id)
             return ProducerFailedError(hint or f"{self.transactional_id}: {what}: {detail.str()}")
+        if (
+            self.state is TxnState.IN_TRANSACTION
+            and what != "abort_transaction"
+            and (detail.txn_requires_abort() or detail.code() == KafkaError._STATE)
+        ):
+            # The transaction failed (a record the broker refused, say) but the producer
+            # did not: librdkafka then refuses every produce with _STATE until it is
+            # aborted. Abort here, so the caller sees one named error and a writer
+            # ready for the next transaction.
+            self.abort()
+            return TransactionAbortedError(
+                f"{self.transactional_id}: transaction aborted after {what} failed: "
+                f"{detail.str()} (the client log names the record the broker refused)"
+            )
         return error
 
     def _guarded(self, what: str, call: Callable[[], object]) -> None:
@@ -273,12 +294,8 @@ class TransactionalWriter(_ProducingWriter):
                         f"{self.transactional_id}: commit outcome unknown after "
                         f"{give_up_after_s:.0f}s; exiting so the next instance fences"
                     ) from error
-                if detail.txn_requires_abort():
-                    # The commit failed definitively (not timed out), so aborting is safe.
-                    self.abort()
-                    raise TransactionAbortedError(
-                        f"{self.transactional_id}: transaction aborted: {detail.str()}"
-                    ) from error
+                # Failed definitively (not timed out): aborting is safe, and _fail does
+                # it for an abortable error.
                 raise self._fail(error, "commit_transaction") from error
 
     def abort(self, timeout_s: float = 30) -> None:
@@ -309,6 +326,7 @@ class IdempotentWriter(_ProducingWriter):
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 5,
+                    "partitioner": JAVA_PARTITIONER,
                     "delivery.report.only.error": True,
                     "on_delivery": self._record_failure,
                 }

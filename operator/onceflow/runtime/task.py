@@ -32,10 +32,10 @@ from onceflow.api.connector import (
     TaskContext,
     TransactionRequest,
 )
-from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.source import TransactionBoundary
 from onceflow.api.task import TaskSettings
 from onceflow.eos.offsets import (
+    OffsetsTopicError,
     StoredOffsets,
     ensure_offsets_topic,
     ensure_topic,
@@ -152,8 +152,8 @@ class TaskRunner:
 
     def _read_offsets(self) -> StoredOffsets:
         s = self.settings
-        # Like Connect's topic.creation: the output topic is created with the broker's
-        # defaults if missing, so tasks never depend on broker-side auto-creation.
+        # Like Connect's topic.creation: the output topic is created if missing (the
+        # broker's partition count), so tasks never depend on broker-side auto-creation.
         ensure_topic(s.bootstrap_servers, s.topic, partitions=-1, extra=s.kafka_config)
         ensure_offsets_topic(s.bootstrap_servers, s.offsets_topic, s.kafka_config)
         return read_offsets(
@@ -196,6 +196,7 @@ class TaskRunner:
             TransactionAbortedError,
             TransactionTimedOutError,
             ConnectorContractError,
+            OffsetsTopicError,
         ) as error:
             log.error("task %s: %s", self.settings.task_id, error)
             return ExitCode.ERROR
@@ -323,7 +324,10 @@ class TaskRunner:
 
     def _run_idempotent(self) -> ExitCode:
         s = self.settings
-        if s.mode is ExactlyOnceMode.PREPARING and self._superseded("before writing anything"):
+        # Idempotent producers cannot be fenced: asking the record first is all that
+        # keeps a task of a replaced generation (a stale supervisor started it) from
+        # writing next to its successor, in `disabled` as in `preparing`.
+        if self._superseded("before writing anything"):
             return ExitCode.STOPPED
         writer = IdempotentWriter(s.bootstrap_servers, extra=s.kafka_config)
         task = self._start_task(self._read_offsets(), None)
