@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
+from onceflow.model.objects import DEFAULT_TASK_IMAGE
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
 SUPERVISOR_PID_HELP = "exit (SIGTERM) when this parent process dies (set by onceflow run)"
@@ -254,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     render = commands.add_parser("render", help="print the objects the operator would create")
     render.add_argument("manifests", nargs="+", help="YAML files with Pipeline and KafkaSource")
     render.add_argument("--generation", type=int, default=1, help="generation to render")
-    render.add_argument("--image", default="ghcr.io/onceflow/onceflow:0.1.0", help="task image")
+    render.add_argument("--image", default=DEFAULT_TASK_IMAGE, help="task image")
     render.set_defaults(handler=_cmd_render)
 
     _add_child_command(

@@ -27,8 +27,9 @@ def _partitions_of_keys(bootstrap: str, topic: str, partitions: int) -> dict[byt
         while len(found) < len(KEYS):
             message = reader.poll(10)
             assert message is not None, f"only {len(found)} of {len(KEYS)} keys arrived"
-            if message.error() is None and message.key() is not None:
-                found[message.key()] = message.partition()
+            key, partition = message.key(), message.partition()
+            if message.error() is None and key is not None and partition is not None:
+                found[key] = partition
     finally:
         reader.close()
     return found

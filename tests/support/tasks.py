@@ -17,7 +17,8 @@ from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.task import FileAuthority, TaskSettings
 from onceflow.eos.offsets import read_offsets
 from onceflow.logic.generations import GenerationRecord
-from onceflow.model.tasks import DesiredTasks, desired_tasks
+from onceflow.logic.resolve import resolve_source
+from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
 from onceflow.standalone.state import store_record
 from tests.support.testbed import ROOT
@@ -52,8 +53,9 @@ def plan(
     if interval_ms is not None:
         spec["transactionBoundaryIntervalMs"] = interval_ms
     source = KafkaSource.model_validate({"metadata": {"name": name}, "spec": spec})
-    configs = load_connector(connector).task_configs(source.spec.connector.config, tasks_max)
-    return desired_tasks(pipeline, source, configs)
+    desired = resolve_source(source, pipeline, load_connector, where="in the test")
+    assert not isinstance(desired, list), desired
+    return desired
 
 
 @dataclass

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from onceflow.control.admission import review
 
-PIPELINES = {"orders": {"spec": {"exactlyOnce": "enabled"}}}
+PIPELINES = {
+    "orders": {
+        "metadata": {"name": "orders", "namespace": "ns"},
+        "spec": {"kafka": {"bootstrapServers": "kafka:9092"}, "exactlyOnce": "enabled"},
+    }
+}
 
 
 def lookup(plural: str, namespace: str, name: str) -> dict[str, Any] | None:

@@ -29,8 +29,8 @@ def test_valid_source_has_no_problems() -> None:
 
 def test_required_exactly_once_with_an_unsupporting_connector() -> None:
     (problem,) = preflight_source(_spec(exactlyOnceSupport="required"), AtLeastOnceConnector())
-    assert problem[0] == "spec.exactlyOnceSupport"
-    assert "exactlyOnceSupport: requested" in problem[1]
+    assert problem.field == "spec.exactlyOnceSupport"
+    assert "exactlyOnceSupport: requested" in problem.message
 
 
 def test_requested_exactly_once_runs_an_unsupporting_connector() -> None:
@@ -39,8 +39,8 @@ def test_requested_exactly_once_runs_an_unsupporting_connector() -> None:
 
 def test_connector_boundary_needs_a_capable_connector() -> None:
     (problem,) = preflight_source(_spec(transactionBoundary="connector"), SequenceConnector())
-    assert problem[0] == "spec.transactionBoundary"
-    assert "use poll or interval" in problem[1]
+    assert problem.field == "spec.transactionBoundary"
+    assert "use poll or interval" in problem.message
     assert (
         preflight_source(_spec(transactionBoundary="connector"), AbortSecondBatchConnector()) == []
     )
@@ -59,7 +59,7 @@ def test_connector_boundary_needs_a_capable_connector() -> None:
 def test_connector_config_problems_name_the_config_key(config: dict[str, Any], field: str) -> None:
     spec = _spec(connector={"type": "sequence", "config": config})
     problems = preflight_source(spec, SequenceConnector())
-    assert field in [path for path, _ in problems]
+    assert field in [p.field for p in problems]
 
 
 def test_an_interval_too_close_to_the_transaction_timeout_is_refused_by_name() -> None:

@@ -88,12 +88,12 @@ def test_a_postgres_sink_takes_its_dsn_from_a_secret_in_the_same_files(tmp_path:
         (
             {"kafka": {"topic": "out", "partitions": 2}},
             ["counter", "ghost"],
-            "spec.input.sources: no KafkaSource 'ghost' in the manifests",
+            "spec.input.sources: no KafkaSource 'ghost' in the given manifests",
         ),
         (
             {"postgres": {"table": "t", "secretRef": {"name": "pg"}}},
             None,
-            "spec.sink.postgres.secretRef: no Secret 'pg' with key 'dsn' in the manifests",
+            "spec.sink.postgres.secretRef: no Secret 'pg' with key 'dsn' in the given manifests",
         ),
     ],
 )

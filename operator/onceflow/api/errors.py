@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from pydantic import ValidationError
+
+PIPELINE_NOT_FOUND = "PipelineNotFound"
+SOURCE_NOT_FOUND = "SourceNotFound"
+SECRET_NOT_FOUND = "SecretNotFound"
+MISSING_OBJECT_REASONS = frozenset({PIPELINE_NOT_FOUND, SOURCE_NOT_FOUND, SECRET_NOT_FOUND})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a resource cannot be accepted or run, the same in a CR's status, an
+    admission response and the CLI."""
+
+    field: str
+    """The wire path of the field to fix ("" for the whole object)."""
+    message: str
+    reason: str = "InvalidSpec"
+    """The status condition's reason."""
+
+    @property
+    def missing_object(self) -> bool:
+        """Another object is missing, not this one wrong: it may still arrive (GitOps
+        tools apply a directory in any order), so admission only warns."""
+        return self.reason in MISSING_OBJECT_REASONS
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 class InvalidResourceError(ValueError):
-    """A resource failed validation; ``problems`` are ``(field path, message)`` pairs."""
+    """A resource failed validation, for one or more ``problems``."""
 
-    def __init__(self, resource: str, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, resource: str, problems: Sequence[Problem]) -> None:
         self.resource = resource
-        self.problems = problems
-        lines = "; ".join(f"{path}: {message}" if path else message for path, message in problems)
-        super().__init__(f"{resource} is invalid: {lines}")
+        self.problems = list(problems)
+        super().__init__(f"{resource} is invalid: {'; '.join(map(str, problems))}")
 
 
 def field_path(location: tuple[int | str, ...]) -> str:
@@ -26,7 +54,7 @@ def field_path(location: tuple[int | str, ...]) -> str:
     return path
 
 
-def problems_from(error: ValidationError) -> list[tuple[str, str]]:
+def problems_from(error: ValidationError) -> list[Problem]:
     """Field paths use the wire (camelCase) names users wrote in their YAML."""
     problems = []
     for item in error.errors(include_url=False):
@@ -34,5 +62,5 @@ def problems_from(error: ValidationError) -> list[tuple[str, str]]:
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown field; check its spelling against `kubectl explain`"
-        problems.append((field_path(location), message))
+        problems.append(Problem(field_path(location), message))
     return problems

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from onceflow.api.base import GROUP_VERSION
-from onceflow.api.errors import InvalidResourceError, problems_from
+from onceflow.api.errors import InvalidResourceError, Problem, problems_from
 from onceflow.api.pipeline import Pipeline
 from onceflow.api.source import KafkaSource
 from onceflow.api.spark import SparkJob
@@ -28,12 +28,13 @@ def parse_resource(document: Mapping[str, Any]) -> Resource:
     label = f"{kind or 'resource'} {name!r}"
     if document.get("apiVersion") != GROUP_VERSION:
         raise InvalidResourceError(
-            label, [("apiVersion", f"must be {GROUP_VERSION}, got {document.get('apiVersion')!r}")]
+            label,
+            [Problem("apiVersion", f"must be {GROUP_VERSION}, got {document.get('apiVersion')!r}")],
         )
     model = KINDS.get(str(kind))
     if model is None:
         raise InvalidResourceError(
-            label, [("kind", f"unsupported kind {kind!r}; expected one of {sorted(KINDS)}")]
+            label, [Problem("kind", f"unsupported kind {kind!r}; expected one of {sorted(KINDS)}")]
         )
     try:
         return model.model_validate(dict(document))

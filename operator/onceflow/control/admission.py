@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
+from onceflow.api.errors import Problem
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import SparkJob
-from onceflow.logic.preflight import at_least_once_sink_problem, preflight_source
-from onceflow.runtime.plugins import UnknownConnectorError, load_connector
+from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.control.workloads import current_mode
+from onceflow.logic.preflight import at_least_once_sink_problem
+from onceflow.logic.resolve import resolve_source, resolve_spark_job
+from onceflow.model.tasks import DesiredTasks
+from onceflow.runtime.plugins import load_connector
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 """(plural, namespace, name) -> object or None."""
@@ -38,12 +42,11 @@ def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Ver
     try:
         resource = parse_resource(document)
     except InvalidResourceError as error:
-        return Verdict(
-            [f"{path}: {message}" if path else message for path, message in error.problems]
-        )
+        return Verdict([str(p) for p in error.problems])
     namespace = resource.metadata.namespace
     if isinstance(resource, KafkaSource):
-        return _review_source(resource, namespace, lookup)
+        pipeline = _pipeline(lookup, namespace, resource.spec.pipeline)
+        return _verdict(resolve_source(resource, pipeline, load_connector, where=_where(namespace)))
     if isinstance(resource, SparkJob):
         return _review_spark_job(resource, namespace, lookup)
     return review_pipeline_change(
@@ -51,29 +54,38 @@ def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Ver
     )
 
 
-def _missing_pipeline(name: str, namespace: str, lookup: Lookup) -> list[str]:
-    # A warning, not a rejection: GitOps tools apply a directory in any order, and the
-    # Pipeline may arrive a moment later (the status reports it until then).
-    if lookup("pipelines", namespace, name) is None:
-        return [f"spec.pipeline: no Pipeline {name!r} in namespace {namespace!r} yet"]
-    return []
+def _where(namespace: str) -> str:
+    return f"in namespace {namespace!r} yet"
 
 
-def _review_source(source: KafkaSource, namespace: str, lookup: Lookup) -> Verdict:
-    try:
-        connector = load_connector(source.spec.connector.type)
-    except UnknownConnectorError as error:
-        return Verdict([str(error)])
-    problems = [f"{p}: {m}" for p, m in preflight_source(source.spec, connector)]
-    return Verdict(problems, _missing_pipeline(source.spec.pipeline, namespace, lookup))
+def _verdict(resolved: DesiredTasks | SparkJobSettings | list[Problem]) -> Verdict:
+    """Refuses what is wrong with the object; only warns about objects it refers to
+    that do not exist yet (the status reports them until they do)."""
+    if not isinstance(resolved, list):
+        return Verdict()
+    return Verdict(
+        [str(p) for p in resolved if not p.missing_object],
+        [str(p) for p in resolved if p.missing_object],
+    )
+
+
+def _pipeline(lookup: Lookup, namespace: str, name: str) -> Pipeline | None:
+    stored = lookup("pipelines", namespace, name)
+    return Pipeline.model_validate(stored) if stored is not None else None
 
 
 def _review_spark_job(job: SparkJob, namespace: str, lookup: Lookup) -> Verdict:
-    warnings = _missing_pipeline(job.spec.pipeline, namespace, lookup)
-    pipeline = lookup("pipelines", namespace, job.spec.pipeline)
-    mode = ExactlyOnceMode((pipeline or {}).get("spec", {}).get("exactlyOnce", "disabled"))
-    refused = at_least_once_sink_problem(job.spec, job.spec.pipeline, mode)
-    return Verdict([f"{refused[0]}: {refused[1]}"] if refused else [], warnings)
+    pipeline = _pipeline(lookup, namespace, job.spec.pipeline)
+    topics = {}
+    for name in job.spec.input.sources or []:
+        source = lookup("kafkasources", namespace, name)
+        if source is not None:
+            topics[name] = source["spec"]["topic"]
+    return _verdict(
+        resolve_spark_job(
+            job, pipeline, topics, where=_where(namespace), mode=current_mode(pipeline)
+        )
+    )
 
 
 def _prefix_taken(pipeline: Pipeline, pipelines: Sequence[Mapping[str, Any]]) -> list[str]:

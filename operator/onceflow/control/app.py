@@ -10,10 +10,10 @@ from onceflow.control.kube import KubeClient, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
+from onceflow.model.objects import DEFAULT_TASK_IMAGE
 
 # Task pods run the operator's own image unless a source names another; the chart
 # sets this from the operator Deployment's image.
-DEFAULT_TASK_IMAGE = "ghcr.io/onceflow/onceflow:0.1.0"
 
 
 @dataclass

@@ -18,12 +18,18 @@ from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
+from onceflow.control.workloads import (
+    current_mode,
+    find_pipeline,
+    invalid_workload,
+    parse_workload,
+    require_current_mode,
+    where_in,
+)
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.preflight import preflight_source
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
@@ -37,6 +43,7 @@ from onceflow.logic.protocol import (
     WaitGone,
     next_step,
 )
+from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
     record_from_status,
     status_with_record,
@@ -56,8 +63,8 @@ from onceflow.model.objects import (
     task_pod,
     task_rbac,
 )
-from onceflow.model.tasks import DesiredTasks, desired_tasks
-from onceflow.runtime.plugins import UnknownConnectorError, load_connector
+from onceflow.model.tasks import DesiredTasks
+from onceflow.runtime.plugins import load_connector
 
 log = logging.getLogger(__name__)
 PLURAL = "kafkasources"
@@ -78,24 +85,21 @@ class SourceReconciler:
 
     def _desired(self, obj: Obj) -> tuple[KafkaSource, Pipeline, DesiredTasks]:
         source = parse_workload(KafkaSource, obj)
-        pipeline = workload_pipeline(self.kube, source.metadata.namespace, source.spec.pipeline)
-        try:
-            connector = load_connector(source.spec.connector.type)
-        except UnknownConnectorError as error:
-            raise InvalidWorkloadError("InvalidSpec", str(error)) from None
-        problems = preflight_source(source.spec, connector)
-        if problems:
-            raise InvalidWorkloadError("InvalidSpec", "; ".join(f"{p}: {m}" for p, m in problems))
-        configs = connector.task_configs(source.spec.connector.config, source.spec.tasks_max)
-        secret = pipeline.spec.kafka.auth_secret_ref
-        desired = desired_tasks(
-            pipeline,
+        namespace = source.metadata.namespace
+        pipeline = find_pipeline(self.kube, namespace, source.spec.pipeline)
+        secret = pipeline.spec.kafka.auth_secret_ref if pipeline else None
+        desired = resolve_source(
             source,
-            configs,
-            mode=pipeline_mode(pipeline),
+            pipeline,
+            load_connector,
+            where=where_in(namespace),
+            mode=current_mode(pipeline),
             kafka_config_dir=KAFKA_SECRET_MOUNT if secret else None,
         )
-        return source, pipeline, desired
+        if isinstance(desired, list):
+            raise invalid_workload(desired)
+        require_current_mode(desired.pipeline)
+        return source, desired.pipeline, desired
 
     def _kafka_config(self, pipeline: Pipeline) -> dict[str, str]:
         secret = pipeline.spec.kafka.auth_secret_ref

@@ -14,14 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import SparkJob, SparkJobStatus
+from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.control.workloads import parse_workload, pipeline_mode, workload_pipeline
+from onceflow.control.workloads import (
+    current_mode,
+    find_pipeline,
+    invalid_workload,
+    parse_workload,
+    require_current_mode,
+    where_in,
+)
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
-from onceflow.logic.preflight import at_least_once_sink_problem
-from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
+from onceflow.logic.resolve import resolve_spark_job
 from onceflow.logic.sink_handover import (
     KeepSink,
     RecordSink,
@@ -30,7 +36,7 @@ from onceflow.logic.sink_handover import (
     sink_handover,
 )
 from onceflow.model.objects import LABEL_SPARKJOB
-from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_settings
+from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
@@ -80,37 +86,33 @@ class SparkJobReconciler:
             self.kube.event(obj, reason, message, warning=True)
         return self.kube.replace_status(PLURAL, obj, wire)
 
-    def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, dict[str, str]]:
+    def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, SparkJobSettings]:
         job = parse_workload(SparkJob, obj)
         namespace = job.metadata.namespace
-        pipeline = workload_pipeline(self.kube, namespace, job.spec.pipeline)
-        mode = pipeline_mode(pipeline)
-        # The target counts too: a rollout on its way up must not start with this sink.
-        strictest = max(mode, pipeline.spec.exactly_once, key=ROLLOUT_ORDER.index)
-        refused = at_least_once_sink_problem(job.spec, pipeline.metadata.name, strictest)
-        if refused:
-            raise InvalidWorkloadError("AtLeastOnceSink", f"{refused[0]}: {refused[1]}")
+        pipeline = find_pipeline(self.kube, namespace, job.spec.pipeline)
         topics = {}
         for name in job.spec.input.sources or []:
             source = self.kube.get("kafkasources", namespace, name)
-            if source is None:
-                raise InvalidWorkloadError(
-                    "SourceNotFound", f"spec.input.sources: no KafkaSource {name!r}"
-                )
-            topics[name] = source["spec"]["topic"]
-        return job, pipeline, mode, topics
+            if source is not None:
+                topics[name] = source["spec"]["topic"]
+        settings = resolve_spark_job(
+            job, pipeline, topics, where=where_in(namespace), mode=current_mode(pipeline)
+        )
+        if isinstance(settings, list):
+            raise invalid_workload(settings)
+        assert pipeline is not None, "a job resolves only with its Pipeline"
+        return job, pipeline, require_current_mode(pipeline), settings
 
     def reconcile(self, namespace: str, name: str) -> None:
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         try:
-            job, pipeline, mode, topics = self._observe(obj)
+            job, pipeline, mode, settings = self._observe(obj)
         except InvalidWorkloadError as error:
             self._write(obj, self._status(obj), False, error.reason, str(error), degraded=True)
             return
         status = self._status(obj)
-        settings = job_settings(job, pipeline, mode, topics)
         submission = submission_of(job)
         application = self._get(submission, job)
         if application is None:

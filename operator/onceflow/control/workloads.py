@@ -3,12 +3,13 @@ both reconcilers, with the same status reasons for the same problems."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.errors import problems_from
+from onceflow.api.errors import Problem, problems_from
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj
 
@@ -21,26 +22,37 @@ def parse_workload(model: type[Model], obj: Obj) -> Model:
     try:
         return model.model_validate(obj)
     except ValidationError as error:
-        text = "; ".join(f"{p}: {m}" for p, m in problems_from(error))
-        raise InvalidWorkloadError("InvalidSpec", text) from None
+        raise invalid_workload(problems_from(error)) from None
 
 
-def workload_pipeline(kube: KubeClient, namespace: str, name: str) -> Pipeline:
-    pipeline_obj = kube.get("pipelines", namespace, name)
-    if pipeline_obj is None:
-        raise InvalidWorkloadError(
-            "PipelineNotFound",
-            f"spec.pipeline: no Pipeline {name!r} in namespace {namespace!r}; "
-            "create it or correct the name",
-        )
-    return Pipeline.model_validate(pipeline_obj)
+def invalid_workload(problems: Sequence[Problem]) -> InvalidWorkloadError:
+    """The first problem's reason goes to the conditions, every problem to the message."""
+    return InvalidWorkloadError(problems[0].reason, "; ".join(map(str, problems)))
 
 
-def pipeline_mode(pipeline: Pipeline) -> ExactlyOnceMode:
+def find_pipeline(kube: KubeClient, namespace: str, name: str) -> Pipeline | None:
+    found = kube.get("pipelines", namespace, name)
+    return Pipeline.model_validate(found) if found is not None else None
+
+
+def where_in(namespace: str) -> str:
+    """Where the operator looks for what a workload refers to, for messages."""
+    return f"in namespace {namespace!r}"
+
+
+def current_mode(pipeline: Pipeline | None) -> ExactlyOnceMode | None:
+    """The rollout's current mode, None while it has none (or no Pipeline exists)."""
+    if pipeline is None or pipeline.status is None:
+        return None
+    return pipeline.status.exactly_once.current
+
+
+def require_current_mode(pipeline: Pipeline) -> ExactlyOnceMode:
     """Workloads run the rollout's *current* mode, never jumping to the target. A
     Pipeline without a rollout status (just created, re-created, status lost) has no
     current mode yet: its reconciler derives one from the workloads first, and until
     then nothing changes (assuming ``disabled`` would downgrade a running pipeline)."""
-    if pipeline.status is None:
+    mode = current_mode(pipeline)
+    if mode is None:
         raise RetryLaterError(f"Pipeline {pipeline.metadata.name!r} has no rollout status yet", 1.0)
-    return pipeline.status.exactly_once.current
+    return mode

@@ -9,18 +9,17 @@ reported it afterwards. Each problem names the field and says how to fix it.
 from __future__ import annotations
 
 from onceflow.api.connector import SourceConnector
+from onceflow.api.errors import Problem
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.source import ExactlyOnceSupport, KafkaSourceSpec, TransactionBoundary
 from onceflow.api.spark import KafkaDelivery, SparkJobSpec
-
-Problem = tuple[str, str]
 
 
 def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[Problem]:
     """Every reason the source cannot run as specified; empty when it can."""
     config = spec.connector.config
-    problems: list[Problem] = [
-        (f"spec.connector.config.{p.field}", p.message) for p in connector.validate(config)
+    problems = [
+        Problem(f"spec.connector.config.{p.field}", p.message) for p in connector.validate(config)
     ]
     if problems:
         # The capability questions below are only meaningful for a valid config.
@@ -29,7 +28,7 @@ def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[
         connector.exactly_once_support(config)
     ):
         problems.append(
-            (
+            Problem(
                 "spec.exactlyOnceSupport",
                 f"required, but connector {spec.connector.type!r} does not declare "
                 "exactly-once support for this config; set exactlyOnceSupport: requested "
@@ -40,7 +39,7 @@ def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[
         connector.can_define_transaction_boundaries(config)
     ):
         problems.append(
-            (
+            Problem(
                 "spec.transactionBoundary",
                 f"connector {spec.connector.type!r} cannot define transaction boundaries; "
                 "use poll or interval",
@@ -60,8 +59,9 @@ def at_least_once_sink_problem(
         or kafka.delivery is not KafkaDelivery.AT_LEAST_ONCE
     ):
         return None
-    return (
+    return Problem(
         "spec.sink.kafka.delivery",
         f"atLeastOnce (Spark's built-in Kafka sink) cannot be exactly-once while Pipeline "
         f"{pipeline!r} is {mode}; use delivery: exactlyOnce",
+        "AtLeastOnceSink",
     )

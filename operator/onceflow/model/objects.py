@@ -20,6 +20,8 @@ from onceflow.api.task import TaskSettings
 from onceflow.model.names import task_pod_name
 
 CONFIG_MOUNT = "/etc/onceflow"
+DEFAULT_TASK_IMAGE = "ghcr.io/onceflow/onceflow:0.1.0"
+"""The image task pods run unless the operator is given another (ONCEFLOW_TASK_IMAGE)."""
 KAFKA_SECRET_MOUNT = "/etc/onceflow-kafka"
 TASK_SERVICE_ACCOUNT = "onceflow-task"
 METRICS_PORT = 9404

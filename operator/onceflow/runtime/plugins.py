@@ -26,19 +26,15 @@ def load_connector(type_name: str) -> SourceConnector:
         try:
             target = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as error:
-            raise UnknownConnectorError(
-                f"spec.connector.type: cannot import {type_name!r} ({error})"
-            ) from None
+            raise UnknownConnectorError(f"cannot import {type_name!r} ({error})") from None
     else:
         matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == type_name]
         if not matches:
             raise UnknownConnectorError(
-                f"spec.connector.type: unknown connector {type_name!r}; installed: "
+                f"unknown connector {type_name!r}; installed: "
                 f"{', '.join(available_connectors()) or 'none'} (or use package.module:Class)"
             )
         target = matches[0].load()
     if not (isinstance(target, type) and issubclass(target, SourceConnector)):
-        raise UnknownConnectorError(
-            f"spec.connector.type: {type_name!r} is not a SourceConnector subclass"
-        )
+        raise UnknownConnectorError(f"{type_name!r} is not a SourceConnector subclass")
     return target()

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from onceflow.api import KafkaSource, Pipeline
+from onceflow.api import Pipeline
+from onceflow.api.errors import Problem
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.logic.preflight import at_least_once_sink_problem
+from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job
 from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
-from onceflow.model.spark_app import job_settings
 from onceflow.standalone.children import ChildProcess
 from onceflow.standalone.state import workload_file, write_json_atomically
 
@@ -36,42 +36,20 @@ class PlannedSparkJob:
 
 def plan_spark_job(
     job: SparkJob,
-    pipelines: Mapping[str, Pipeline],
-    sources: Mapping[str, KafkaSource],
+    pipeline: Pipeline | None,
+    source_topics: Mapping[str, str],
     secrets: Mapping[str, Mapping[str, str]],
     *,
     bootstrap_override: str | None,
     state_dir: Path,
-) -> tuple[PlannedSparkJob | None, list[str]]:
-    """The driver's settings, or the problems (field and fix) that prevent them."""
-    label = f"SparkJob {job.metadata.name!r}"
-    pipeline = pipelines.get(job.spec.pipeline)
-    if pipeline is None:
-        return None, [f"{label}: spec.pipeline: no Pipeline {job.spec.pipeline!r} in the manifests"]
-    problems = []
-    mode = pipeline.spec.exactly_once
-    refused = at_least_once_sink_problem(job.spec, pipeline.metadata.name, mode)
-    if refused:
-        problems.append(f"{label}: {refused[0]}: {refused[1]}")
-    missing = [name for name in job.spec.input.sources or [] if name not in sources]
-    if missing:
-        problems.append(
-            f"{label}: spec.input.sources: no KafkaSource {', '.join(map(repr, missing))} in "
-            "the manifests; list topics under spec.input.topics instead for outside topics"
-        )
+) -> PlannedSparkJob | list[Problem]:
+    """The driver's settings with local paths, or the problems (field and fix) that
+    prevent them."""
+    settings = resolve_spark_job(job, pipeline, source_topics, where=IN_MANIFESTS, secrets=secrets)
+    if isinstance(settings, list):
+        return settings
     postgres = job.spec.sink.postgres
-    dsn = None
-    if postgres is not None:
-        dsn = (secrets.get(postgres.secret_ref.name) or {}).get("dsn")
-        if dsn is None:
-            problems.append(
-                f"{label}: spec.sink.postgres.secretRef: no Secret {postgres.secret_ref.name!r} "
-                "with key 'dsn' in the manifests; add one (stringData: {dsn: ...}) next to the job"
-            )
-    if problems:
-        return None, problems
-    topics = {name: source.spec.topic for name, source in sources.items()}
-    settings = job_settings(job, pipeline, mode, topics)
+    dsn = secrets[postgres.secret_ref.name]["dsn"] if postgres else None
     namespace, name, here = job.metadata.namespace, job.metadata.name, state_dir.resolve()
     update: dict[str, object] = {
         "checkpoint_location": job.spec.checkpoint.path
@@ -82,7 +60,7 @@ def plan_spark_job(
         update["bootstrap_servers"] = bootstrap_override
     if dsn is not None:
         update["postgres_dsn_file"] = str(workload_file(here, namespace, name, "dsn"))
-    return PlannedSparkJob(settings.model_copy(update=update), dsn), []
+    return PlannedSparkJob(settings.model_copy(update=update), dsn)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,12 @@ from onceflow.api import (
     Pipeline,
     parse_resources,
 )
+from onceflow.api.errors import Problem
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import FileAuthority
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.preflight import preflight_source
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
@@ -50,9 +50,10 @@ from onceflow.logic.protocol import (
     Worker,
     next_step,
 )
+from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
 from onceflow.model.names import legacy_task_transactional_ids
-from onceflow.model.tasks import DesiredTasks, desired_tasks
-from onceflow.runtime.plugins import UnknownConnectorError, load_connector
+from onceflow.model.tasks import DesiredTasks
+from onceflow.runtime.plugins import load_connector
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
@@ -112,44 +113,45 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
     """Validates every workload before anything starts; all problems in one error."""
     manifests = load_manifests(paths)
     planned: list[DesiredTasks] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
+
+    def labelled(kind: str, name: str, found: list[Problem]) -> list[Problem]:
+        """Many workloads' problems in one error: each names its workload."""
+        return [
+            replace(p, field=": ".join(filter(None, [f"{kind} {name!r}", p.field]))) for p in found
+        ]
+
     for source in manifests.sources:
-        label = f"KafkaSource {source.metadata.name!r}"
-        pipeline = manifests.pipelines.get(source.spec.pipeline)
-        if pipeline is None:
-            problems.append(
-                f"{label}: spec.pipeline: no Pipeline {source.spec.pipeline!r} in the "
-                f"manifests (found: {', '.join(sorted(manifests.pipelines)) or 'none'})"
-            )
-            continue
-        try:
-            connector = load_connector(source.spec.connector.type)
-        except UnknownConnectorError as error:
-            problems.append(f"{label}: {error}")
-            continue
-        found = preflight_source(source.spec, connector)
-        problems.extend(f"{label}: {path}: {message}" for path, message in found)
-        if not found:
-            configs = connector.task_configs(source.spec.connector.config, source.spec.tasks_max)
-            planned.append(desired_tasks(pipeline, source, configs, bootstrap_override))
+        desired = resolve_source(
+            source,
+            manifests.pipelines.get(source.spec.pipeline),
+            load_connector,
+            where=IN_MANIFESTS,
+            bootstrap_override=bootstrap_override,
+        )
+        if isinstance(desired, list):
+            problems += labelled("KafkaSource", source.metadata.name, desired)
+        else:
+            planned.append(desired)
     jobs: list[PlannedSparkJob] = []
-    sources_by_name = {s.metadata.name: s for s in manifests.sources}
+    topics = {s.metadata.name: s.spec.topic for s in manifests.sources}
     for job in manifests.spark_jobs:
-        planned_job, found_for_job = plan_spark_job(
+        planned_job = plan_spark_job(
             job,
-            manifests.pipelines,
-            sources_by_name,
+            manifests.pipelines.get(job.spec.pipeline),
+            topics,
             manifests.secrets,
             bootstrap_override=bootstrap_override,
             state_dir=state_dir,
         )
-        problems.extend(found_for_job)
-        if planned_job is not None:
+        if isinstance(planned_job, list):
+            problems += labelled("SparkJob", job.metadata.name, planned_job)
+        else:
             jobs.append(planned_job)
     if problems:
-        raise InvalidResourceError("manifests", [("", p) for p in problems])
+        raise InvalidResourceError("manifests", problems)
     if not planned and not jobs:
-        raise InvalidResourceError("manifests", [("", "no KafkaSource or SparkJob to run")])
+        raise InvalidResourceError("manifests", [Problem("", "no KafkaSource or SparkJob to run")])
     return RunPlan(planned, jobs)
 
 
