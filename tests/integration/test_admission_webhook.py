@@ -236,3 +236,16 @@ def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> 
     assert "spec.transactionalIdPrefix: 'shared' is already the prefix of Pipeline" in (
         result.stderr
     )
+
+
+def test_a_prefix_used_in_another_namespace_is_refused(webhook: Cluster) -> None:
+    """Kafka knows no namespaces: the same explicit prefix in two namespaces gives
+    same-named workloads the same transactional ids."""
+    elsewhere = Cluster(webhook.kubeconfig, new_namespace(webhook.kubeconfig, "hook-other"))
+    first = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
+    first["spec"] = {**first["spec"], "transactionalIdPrefix": "shared-across"}
+    elsewhere.create("pipelines", first)
+    mine = {**first, "apiVersion": "onceflow.io/v1alpha1"}
+    result = _apply(webhook, mine)
+    assert result.returncode != 0
+    assert f"in namespace {elsewhere.namespace!r}" in result.stderr

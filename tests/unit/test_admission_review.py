@@ -82,23 +82,29 @@ def test_unknown_connector_is_rejected_with_the_field() -> None:
 
 
 def test_a_prefix_another_pipeline_uses_is_rejected_naming_the_field() -> None:
-    def pipeline(name: str, prefix: str | None) -> dict[str, Any]:
+    def pipeline(name: str, prefix: str | None, namespace: str = "ns") -> dict[str, Any]:
         spec: dict[str, Any] = {"kafka": {"bootstrapServers": "k:9092"}}
         if prefix:
             spec["transactionalIdPrefix"] = prefix
         return {
             "apiVersion": "onceflow.io/v1alpha1",
             "kind": "Pipeline",
-            "metadata": {"name": name, "namespace": "ns"},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         }
 
-    stored = [pipeline("orders", None)]  # its prefix is the default, ns.orders
+    # The first one's prefix is the default, ns.orders.
+    stored = [pipeline("orders", None), pipeline("orders", "eu", namespace="other")]
 
     def pipelines(plural: str, namespace: str) -> list[dict[str, Any]]:
-        return stored if plural == "pipelines" else []
+        """Every namespace's Pipelines for "" (the cluster-wide listing)."""
+        found = stored if plural == "pipelines" else []
+        return [p for p in found if namespace in ("", p["metadata"]["namespace"])]
 
     verdict = review(pipeline("orders-eu", "ns.orders"), lookup, pipelines)
     assert verdict.message.startswith("spec.transactionalIdPrefix: 'ns.orders' is already")
     assert review(pipeline("orders", None), lookup, pipelines).allowed, "itself, on update"
     assert review(pipeline("orders-eu", None), lookup, pipelines).allowed
+    across = review(pipeline("orders-eu", "eu"), lookup, pipelines)
+    assert "already the prefix of Pipeline 'orders' in namespace 'other'" in across.message
+    assert review(pipeline("orders", "eu", namespace="other"), lookup, pipelines).allowed

@@ -11,6 +11,7 @@ from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_reso
 from onceflow.api.errors import Problem
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.control.kube import ALL_NAMESPACES
 from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
@@ -20,7 +21,7 @@ from onceflow.runtime.plugins import load_connector
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 """(plural, namespace, name) -> object or None."""
 Listing = Callable[[str, str], Sequence[Mapping[str, Any]]]
-"""(plural, namespace) -> objects."""
+"""(plural, namespace) -> objects; namespace ``ALL_NAMESPACES``: of every namespace."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,10 @@ def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Ver
         return _verdict(resolve_source(resource, pipeline, load_connector, where=_where(namespace)))
     if isinstance(resource, SparkJob):
         return _review_spark_job(resource, namespace, lookup)
+    # Prefixes are compared across namespaces: transactional ids and offsets topics
+    # live in one Kafka cluster, which knows nothing of namespaces.
     return review_pipeline_change(
-        resource, listing("sparkjobs", namespace), listing("pipelines", namespace)
+        resource, listing("sparkjobs", namespace), listing("pipelines", ALL_NAMESPACES)
     )
 
 
@@ -97,13 +100,15 @@ def _prefix_taken(pipeline: Pipeline, pipelines: Sequence[Mapping[str, Any]]) ->
             other = Pipeline.model_validate(document)
         except ValueError:
             continue
-        if other.metadata.name != pipeline.metadata.name and (
-            other.transactional_id_prefix == prefix
-        ):
+        itself = (other.metadata.namespace, other.metadata.name) == (
+            pipeline.metadata.namespace,
+            pipeline.metadata.name,
+        )
+        if not itself and other.transactional_id_prefix == prefix:
             return [
                 f"spec.transactionalIdPrefix: {prefix!r} is already the prefix of Pipeline "
-                f"{other.metadata.name!r}; choose another (ids and offsets topics would "
-                "collide)"
+                f"{other.metadata.name!r} in namespace {other.metadata.namespace!r}; choose "
+                "another (ids and offsets topics would collide in the Kafka cluster)"
             ]
     return []
 

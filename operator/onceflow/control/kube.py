@@ -21,6 +21,8 @@ Obj = dict[str, Any]
 HTTP_NOT_FOUND, HTTP_CONFLICT = 404, 409
 
 
+ALL_NAMESPACES = ""
+
 class StaleStatusError(Exception):
     """The object changed since it was read; re-observe and decide again."""
 
@@ -67,9 +69,13 @@ class KubeClient:
             raise
 
     def list_objects(self, plural: str, namespace: str) -> list[Obj]:
-        listing = self.custom.list_namespaced_custom_object(
-            API_GROUP, API_VERSION, namespace, plural
-        )
+        """Onceflow objects of ``namespace``, or of all of them for ``ALL_NAMESPACES``."""
+        if namespace == ALL_NAMESPACES:
+            listing = self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, plural)
+        else:
+            listing = self.custom.list_namespaced_custom_object(
+                API_GROUP, API_VERSION, namespace, plural
+            )
         return cast(list[Obj], listing["items"])
 
     def replace_status(self, plural: str, obj: Obj, status: Obj) -> Obj:
