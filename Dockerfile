@@ -1,17 +1,47 @@
-# Operator, task and Spark-driver image: one image, three entry points of the
-# `onceflow` CLI (operator, task, spark-job). Java is needed only by the Spark driver.
-FROM python:3.11-slim-bookworm
+# One image for every role a pod gives it: the operator, a source task, a Spark
+# driver and a Spark executor (image/entrypoint.sh dispatches on the first argument).
+#
+# BASE is a Debian bookworm rootfs. Elsewhere the default pulls Debian's own image;
+# the test bed, which reaches no image registry, builds the same rootfs from Debian's
+# packages (scripts/image.sh) and passes it in.
+ARG BASE=docker.io/library/debian:bookworm-slim
+
+FROM ${BASE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+ && apt-get install -y --no-install-recommends \
+      python3 python3-venv ca-certificates openjdk-17-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
-WORKDIR /opt/onceflow
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 COPY scripts ./scripts
-RUN pip install --no-cache-dir . \
- && ONCEFLOW_CACHE=/opt/onceflow/cache PYTHON=python bash scripts/spark-jars.sh \
- && cp "$(python -c 'import onceflow.spark.driver_main as m; print(m.__file__)')" /opt/onceflow/spark-main.py \
- && apt-get purge -y maven && apt-get autoremove -y && rm -rf /root/.m2
-ENV ONCEFLOW_CACHE=/opt/onceflow/cache
+ENV VENV=/opt/onceflow/venv
+RUN python3 -m venv "$VENV" \
+ && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check . \
+ && spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" \
+ && libs="$(ONCEFLOW_CACHE=/tmp/cache PYTHON="$VENV/bin/python" bash scripts/spark-jars.sh)" \
+ && cp -n "$libs"/*.jar "$spark_home/jars/" \
+ && cp "$spark_home/../onceflow/spark/driver_main.py" /opt/onceflow/spark-main.py \
+ && ln -s "$spark_home" /opt/onceflow/spark
+COPY image/entrypoint.sh /opt/onceflow/entrypoint.sh
+
+FROM ${BASE}
+# tini reaps zombies and forwards signals as PID 1 (a SIGTERM must reach the task so
+# it can finish its transaction); procps gives Spark's scripts `ps`.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      python3 ca-certificates openjdk-17-jre-headless tini procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 onceflow \
+ && useradd --uid 65532 --gid 65532 --home-dir /home/onceflow --create-home \
+      --shell /usr/sbin/nologin onceflow
+COPY --from=build /opt/onceflow /opt/onceflow
+# Spark's Kubernetes backend and Hadoop's login need a passwd entry for the user (the
+# one above); SPARK_HOME makes pyspark and spark-submit find their jars.
+ENV PATH=/opt/onceflow/venv/bin:$PATH \
+    SPARK_HOME=/opt/onceflow/spark \
+    PYSPARK_PYTHON=/opt/onceflow/venv/bin/python \
+    PYTHONUNBUFFERED=1
+WORKDIR /home/onceflow
 USER 65532:65532
-ENTRYPOINT ["onceflow"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/onceflow/entrypoint.sh"]

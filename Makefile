@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down spark-jars postgres-up postgres-down \
-        testbed-deps lint typecheck imports check test demo clean
+        image testbed-deps lint typecheck imports check test demo clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ postgres-up:
 postgres-down:
 	@bash scripts/postgres.sh down
 
+# The image (podman, from a Debian rootfs built here); prints its reference.
+image:
+	@bash scripts/image.sh build
+
 # Everything the suite needs on disk; the services themselves are started by the
 # pytest fixtures (and stopped again if the fixtures started them).
 testbed-deps: install
@@ -46,6 +50,7 @@ testbed-deps: install
 	@bash scripts/spark-jars.sh >/dev/null
 	@bash scripts/k8s.sh bin >/dev/null
 	@bash scripts/helm.sh >/dev/null
+	@bash scripts/image.sh build >/dev/null
 
 lint: install
 	$(BIN)/ruff check operator tests benchmarks

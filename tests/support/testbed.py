@@ -65,6 +65,30 @@ def spark_jars() -> list[str]:
     return sorted(str(p) for p in libs.glob("*.jar"))
 
 
+def onceflow_image() -> str:
+    """The image built from this checkout (scripts/image.sh: cached by content)."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "image.sh"), "build"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"image build failed:\n{out.stderr[-5000:]}")
+    return out.stdout.strip()
+
+
+def podman(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """podman with the test bed's settings (runtime, cgroups, ulimits)."""
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "image.sh"), "podman", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
 def kubectl_path() -> str:
     """The kubectl built alongside the test-bed apiserver (same version, no skew)."""
     out = subprocess.run(

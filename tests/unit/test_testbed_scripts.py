@@ -10,6 +10,7 @@ writes ANSI codes and chatter to stdout, as a cold `mvn -q -B` once did.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -50,12 +51,35 @@ esac
 """
 
 
+# podman and mmdebstrap: nothing built or stored yet (`image exists` fails); the files
+# the script keeps (rootfs, saved image) are made where it asks.
+FAKE_PODMAN = f"""#!/usr/bin/env bash
+echo "podman $*" >>"$FAKE_CALLS"
+[[ "$1 $2" == "image exists" ]] && exit 1
+{NOISE}
+while [[ $# -gt 0 ]]; do [[ "$1" == -o ]] && touch "$2"; shift; done
+"""
+
+FAKE_MMDEBSTRAP = f"""#!/usr/bin/env bash
+echo "mmdebstrap $*" >>"$FAKE_CALLS"
+{NOISE}
+touch "${{@: -2:1}}"
+"""
+
+
 @pytest.fixture
 def cold_env(tmp_path: Path) -> dict[str, str]:
-    """An environment with an empty cache and noisy mvn/go first on PATH."""
+    """An environment with an empty cache and noisy build tools first on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in {"mvn": FAKE_MVN, "go": FAKE_GO}.items():
+    tools = {
+        "mvn": FAKE_MVN,
+        "go": FAKE_GO,
+        "podman": FAKE_PODMAN,
+        "mmdebstrap": FAKE_MMDEBSTRAP,
+        "runc": "#!/bin/sh\n",
+    }
+    for name, body in tools.items():
         tool = bin_dir / name
         tool.write_text(body)
         tool.chmod(0o755)
@@ -98,6 +122,22 @@ def test_cold_cache_script_prints_only_its_value(
     assert any(call.startswith(f"{tool} ") for call in calls), "the cold path never ran"
     assert done.stdout == f"{cold_env['ONCEFLOW_CACHE']}/{value}\n"
     assert "\033[0m" in done.stderr, "the tool's output should reach stderr, not vanish"
+
+
+def test_a_cold_image_build_prints_only_the_image_reference(cold_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "image.sh"), "build"],
+        capture_output=True,
+        text=True,
+        env=cold_env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    calls = Path(cold_env["FAKE_CALLS"]).read_text()
+    assert "mmdebstrap " in calls and "podman build " in calls, "the cold path never ran"
+    assert re.fullmatch(r"localhost/onceflow:[0-9a-f]{16}\n", done.stdout), done.stdout
+    assert "\033[0m" in done.stderr
 
 
 def test_maven_runs_without_colour(cold_env: dict[str, str]) -> None:

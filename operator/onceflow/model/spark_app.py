@@ -18,7 +18,6 @@ JOB_CONFIG_MOUNT = "/etc/onceflow"
 CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
 SINK_SECRET_MOUNT = "/etc/onceflow-sink"
 SPARK_MAIN = "local:///opt/onceflow/spark-main.py"
-SPARK_JARS_DIR = "/opt/onceflow/cache/spark-kafka"
 SPARK_SERVICE_ACCOUNT = "onceflow-spark"
 ISOLATION_CONF = "spark.onceflow.kafka.isolation.level"
 """Carried in sparkConf so the isolation level is visible in the rendered object; the
@@ -47,7 +46,10 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
     }
 
 
-def spark_conf(job: SparkJob, settings: SparkJobSettings, spark_version: str) -> dict[str, str]:
+def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
+    """Onceflow's settings win over the user's ``sparkConf``. The Kafka connector needs
+    none: the image keeps its jars in ``$SPARK_HOME/jars``, on every classpath (a
+    ``spark.jars`` glob with ``local://`` is not expanded, so executors never got it)."""
     conf = {
         ISOLATION_CONF: settings.isolation_level,
         # The mode is part of the spec, so each rollout step restarts the driver into it.
@@ -55,7 +57,6 @@ def spark_conf(job: SparkJob, settings: SparkJobSettings, spark_version: str) ->
         # A speculative copy of a sink task would be one more writer to fence.
         "spark.speculation": "false",
         "spark.task.maxFailures": "4",
-        "spark.jars": f"local://{SPARK_JARS_DIR}/{spark_version}/libs/*",
         "spark.sql.streaming.checkpointLocation": settings.checkpoint_location,
     }
     return {**job.spec.spark_conf, **conf}
@@ -104,7 +105,7 @@ def spark_application(
             "mainApplicationFile": SPARK_MAIN,
             "arguments": ["--config", f"{JOB_CONFIG_MOUNT}/job.json"],
             "sparkVersion": spark_version,
-            "sparkConf": spark_conf(job, settings, spark_version),
+            "sparkConf": spark_conf(job, settings),
             # The checkpoint makes every restart resume the same batch: restart always.
             "restartPolicy": {
                 "type": "Always",

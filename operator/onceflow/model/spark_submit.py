@@ -45,7 +45,7 @@ def submit_conf(
     expanded by the kubelet from the container's environment."""
     spec = job.spec
     conf = {
-        **spark_conf(job, settings, spark_version),
+        **spark_conf(job, settings),
         "spark.kubernetes.namespace": job.metadata.namespace,
         "spark.kubernetes.container.image": image,
         "spark.kubernetes.driver.pod.name": "$(POD_NAME)",

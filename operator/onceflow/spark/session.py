@@ -1,7 +1,8 @@
 """A SparkSession with Spark's Kafka connector on the classpath, found without Ivy.
 
-The jars come from ``ONCEFLOW_SPARK_JARS`` (a directory; the image sets it) or from
-``scripts/spark-jars.sh``'s cache for the installed pyspark version."""
+The image has the connector among Spark's own jars. Elsewhere the jars come from
+``ONCEFLOW_SPARK_JARS`` (a directory) or from ``scripts/spark-jars.sh``'s cache for the
+installed pyspark version."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import pyspark
 from pyspark import __version__ as pyspark_version
 from pyspark.sql import SparkSession
 
@@ -16,6 +18,9 @@ CACHE = Path(os.environ.get("ONCEFLOW_CACHE", Path.home() / ".cache" / "onceflow
 
 
 def kafka_connector_jars() -> list[str]:
+    """Jars the session must add: none when Spark ships the connector itself."""
+    if any((Path(pyspark.__file__).parent / "jars").glob("spark-sql-kafka-*.jar")):
+        return []
     configured = os.environ.get("ONCEFLOW_SPARK_JARS")
     directory = Path(configured) if configured else CACHE / "spark-kafka" / pyspark_version / "libs"
     jars = sorted(str(p) for p in directory.glob("*.jar"))

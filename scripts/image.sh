@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# image.sh — the Onceflow image, built here with podman and no image registry.
+#   image.sh build   builds (or loads from the cache) and prints the image reference
+#   image.sh podman ARGS...   podman with the settings this machine needs
+# The base is a Debian bookworm rootfs made from Debian's packages (mmdebstrap), the
+# same system `debian:bookworm-slim` is; built images are saved under the cache, keyed
+# by the hash of what goes into them, so a warm run only loads one.
+source "$(dirname "$0")/lib.sh"
+
+IMAGES="$ONCEFLOW_CACHE/images"
+BASE_IMAGE="localhost/onceflow-base:bookworm"
+NPROC=32768
+mkdir -p "$IMAGES" "$ONCEFLOW_STATE/podman"
+
+ensure_tools() {
+  local missing=()
+  for tool in podman mmdebstrap runc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  ((${#missing[@]} == 0)) && return
+  log "installing ${missing[*]} from Debian"
+  local packages=(podman mmdebstrap runc containernetworking-plugins)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${packages[@]}" \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+           --no-install-recommends "${packages[@]}"; }
+}
+
+# Debian 12's podman runs containers here only with runc (crun rejects the hybrid
+# cgroup layout), cgroupfs, and explicit ulimits: open files at most the sandbox's
+# hard limit, processes at most 32768 (measured: runc may not set more, whatever
+# `ulimit -Hu` says).
+podman_here() {
+  local conf="$ONCEFLOW_STATE/podman/containers.conf"
+  cat > "$conf" <<CONF
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=$NPROC:$NPROC"]
+CONF
+  CONTAINERS_CONF="$conf" podman "$@"
+}
+
+base_image() {
+  podman_here image exists "$BASE_IMAGE" && return
+  local rootfs="$IMAGES/debian-bookworm-minbase.tar"
+  if [[ ! -f "$rootfs" ]]; then
+    log "building a Debian bookworm rootfs (mmdebstrap)"
+    # Where the machine reaches the registries through a TLS-inspecting proxy, its CA
+    # goes into the base's trust store (and pip is told to use that store), or no
+    # build step could download anything. Only this machine's base gets it.
+    local hooks=()
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+      hooks=(
+        --customize-hook='copy-in /usr/local/share/ca-certificates /usr/local/share'
+        --customize-hook='chroot "$1" update-ca-certificates'
+        --customize-hook='printf "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n" > "$1/etc/pip.conf"'
+      )
+    fi
+    mmdebstrap --variant=minbase --format=tar --include=ca-certificates "${hooks[@]}" \
+      bookworm "$rootfs.partial" http://deb.debian.org/debian
+    mv "$rootfs.partial" "$rootfs"
+  fi
+  podman_here import "$rootfs" "$BASE_IMAGE"
+}
+
+# The tag: a hash of every file the build reads (.dockerignore's allow-list).
+context_tag() {
+  (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml README.md \
+      operator scripts image | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+build() {
+  stdout_is_value
+  ensure_tools
+  local image="localhost/onceflow:$(context_tag)"
+  if ! podman_here image exists "$image"; then
+    local archive="$IMAGES/onceflow-${image##*:}.tar"
+    if [[ -f "$archive" ]]; then
+      podman_here load -i "$archive"
+    else
+      base_image
+      log "building $image (cold: a few minutes; Java, pyspark and Spark's Kafka connector)"
+      podman_here build --network host --build-arg "BASE=$BASE_IMAGE" -t "$image" \
+        --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC" \
+        "$ONCEFLOW_ROOT"
+      podman_here image prune -f >/dev/null  # the build stage's layers
+      podman_here save --format docker-archive -o "$archive.partial" "$image"
+      mv "$archive.partial" "$archive"
+      # One archive per tag would grow without bound: keep the newest three.
+      ls -t "$IMAGES"/onceflow-*.tar | tail -n +4 | xargs -r rm -f
+    fi
+  fi
+  emit "$image"
+}
+
+case "${1:-}" in
+  build) build ;;
+  podman) shift; podman_here "$@" ;;
+  *) echo "usage: $0 build | podman ARGS..." >&2; exit 2 ;;
+esac
