@@ -12,6 +12,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from onceflow.eos.consume import end_offsets
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.writer import IdempotentWriter, TransactionAbortedError, TransactionalWriter
+from onceflow.model.names import task_transactional_id
+from onceflow.model.spark_names import sink_transactional_id
 from tests.support.kafka import consumer, drain, java_partition, new_topic
 
 pytestmark = pytest.mark.kafka
@@ -92,3 +94,26 @@ def test_fencing_with_a_bad_client_setting_reports_instead_of_raising(
     assert not report.ok
     assert len(report.failures) == 2
     assert "authSecretRef" in report.summary()
+
+
+def test_a_source_task_and_a_sink_partition_of_lookalike_names_never_fence_each_other(
+    kafka_bootstrap: str,
+) -> None:
+    """Source `x-sink` task 0 and job `x`'s sink partition 0 in one pipeline once got
+    the same transactional id: each start fenced the other. Both commit now."""
+    prefix = f"lookalike-{uuid.uuid4().hex[:6]}"
+    topic = new_topic(kafka_bootstrap, "lookalike")
+    writers = [
+        TransactionalWriter(kafka_bootstrap, task_transactional_id(prefix, "x-sink", 0)),
+        TransactionalWriter(kafka_bootstrap, sink_transactional_id(prefix, "x", 0)),
+    ]
+    for writer in writers:
+        writer.initialize(topic=topic)
+        writer.begin()
+        writer.send(topic, b"k", writer.transactional_id.encode())
+    for writer in writers:
+        writer.commit()
+        writer.close()
+    assert sorted(drain(kafka_bootstrap, topic, "read_committed", 1.0)) == sorted(
+        w.transactional_id.encode() for w in writers
+    )
