@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from onceflow.api import parse_resources
+from onceflow.render import render_resources
+from tests.support.cluster import new_namespace
 from tests.support.testbed import ROOT, kubectl
 from tests.support.waiting import wait_for
 
@@ -132,3 +135,38 @@ def test_invalid_resources_are_rejected_naming_the_field(
     )
     assert result.returncode != 0, f"accepted: {document}"
     assert field in result.stderr, result.stderr
+
+
+def test_task_pods_are_admitted_where_pod_security_restricted_is_enforced(
+    kubeconfig: str,
+) -> None:
+    """The API server's own Pod Security admission judges the rendered task pods (a
+    server-side dry run: nothing runs)."""
+    namespace = new_namespace(kubeconfig, "restricted")
+    kubectl(
+        kubeconfig,
+        "label",
+        "namespace",
+        namespace,
+        "pod-security.kubernetes.io/enforce=restricted",
+    )
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
+    for document in documents:
+        if document:
+            document["metadata"]["namespace"] = namespace
+    objects = render_resources(parse_resources(documents))
+    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+    kubectl(kubeconfig, "create", "-f", "-", stdin=yaml.safe_dump(account))
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert pods
+    for pod in pods:
+        result = kubectl_unchecked(
+            kubeconfig, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(pod)
+        )
+        assert result.returncode == 0, result.stderr
+        assert "violate PodSecurity" not in result.stderr
+    bare = {**pods[0], "spec": {**pods[0]["spec"], "securityContext": {}}}
+    refused = kubectl_unchecked(
+        kubeconfig, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bare)
+    )
+    assert refused.returncode != 0 and "PodSecurity" in refused.stderr, "enforcement is on"

@@ -140,9 +140,10 @@ class LocalKubelet:
         root = self.workdir / pod.metadata.uid
         root.mkdir(parents=True, exist_ok=True)
         mounts = self._materialise_volumes(pod, root)
-        command = [
-            self._local_path(arg, mounts) for arg in [*(spec.command or []), *(spec.args or [])]
-        ]
+        # No command: the image's entry point, which runs `onceflow ARGS` for every role
+        # but Spark's (image/entrypoint.sh).
+        given = [*(spec.command or ["onceflow"]), *(spec.args or [])]
+        command = [self._local_path(arg, mounts) for arg in given]
         if command and command[0] == "onceflow":
             command = [sys.executable, "-m", "onceflow", *command[1:]]
         env = {

@@ -65,3 +65,27 @@ def test_spark_submit_renders_a_job_whose_pod_is_the_driver() -> None:
     assert conf[claim] == "orders-copy-checkpoint"
     assert {e["name"] for e in container["env"]} == {"POD_NAME", "POD_IP"}
     assert args[-2:] == ["--config", "/etc/onceflow/job.json"]
+
+
+def test_task_pods_meet_pod_security_restricted_with_default_resources() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
+    pods = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Pod"]
+    for pod in pods:
+        security = pod["spec"]["securityContext"]
+        assert security["runAsNonRoot"] and security["seccompProfile"]["type"] == "RuntimeDefault"
+        (container,) = pod["spec"]["containers"]
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert "command" not in container, "the image's entry point (tini) stays PID 1"
+        assert container["args"][0] == "task"
+        assert container["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
+
+
+def test_a_source_that_sets_resources_keeps_them_and_no_default_limit_undercuts_them() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "KafkaSource":
+            document["spec"]["resources"] = {"requests": {"memory": "2Gi"}}
+    pods = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Pod"]
+    resources = pods[0]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {}}

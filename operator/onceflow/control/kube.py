@@ -23,6 +23,7 @@ HTTP_NOT_FOUND, HTTP_CONFLICT = 404, 409
 
 ALL_NAMESPACES = ""
 
+
 class StaleStatusError(Exception):
     """The object changed since it was read; re-observe and decide again."""
 

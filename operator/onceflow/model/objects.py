@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from onceflow.api.base import GROUP_VERSION
-from onceflow.api.source import KafkaSource
+from onceflow.api.source import KafkaSource, ResourceRequirements
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import TaskSettings
 from onceflow.model.names import task_pod_name
@@ -108,6 +108,40 @@ def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str
     return hashlib.sha256(canonical).hexdigest()[:12]
 
 
+# What Pod Security's "restricted" level asks of every pod, met by every pod Onceflow
+# creates: a non-root user (the image's 65532, which also owns mounted volumes through
+# fsGroup), the runtime's default seccomp profile, no privilege escalation and no
+# capabilities. The root filesystem is read-only; /tmp is an emptyDir.
+POD_SECURITY_CONTEXT: Manifest = {
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "fsGroup": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY_CONTEXT: Manifest = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+# A task is one Python process with one producer: small, but never BestEffort (the
+# first evicted under node pressure). Each key the spec sets wins.
+TASK_DEFAULT_RESOURCES = ResourceRequirements(
+    requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}
+)
+
+
+def with_defaults(resources: ResourceRequirements, defaults: ResourceRequirements) -> Manifest:
+    """A default limit only for a resource the spec says nothing about: a user's larger
+    request must not end up above the default limit."""
+    given = resources.requests.keys() | resources.limits.keys()
+    limits = {k: v for k, v in defaults.limits.items() if k not in given}
+    return {
+        "requests": {**defaults.requests, **resources.requests},
+        "limits": {**limits, **resources.limits},
+    }
+
+
 def task_pod(
     source: KafkaSource,
     settings: TaskSettings,
@@ -142,22 +176,21 @@ def task_pod(
             "restartPolicy": "OnFailure",
             "serviceAccountName": TASK_SERVICE_ACCOUNT,
             "terminationGracePeriodSeconds": TASK_GRACE_SECONDS,
+            "securityContext": POD_SECURITY_CONTEXT,
             "containers": [
                 {
                     "name": "task",
                     "image": source.spec.image or default_image,
-                    "command": [
-                        "onceflow",
-                        "task",
-                        "--config",
-                        f"{CONFIG_MOUNT}/task-{settings.task_id}.json",
-                    ],
+                    # Arguments to the image's entry point (tini, then `onceflow`), so
+                    # signals reach the task through an init process.
+                    "args": ["task", "--config", f"{CONFIG_MOUNT}/task-{settings.task_id}.json"],
                     "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
-                    "resources": resources.to_wire(),
-                    "volumeMounts": mounts,
+                    "resources": with_defaults(resources, TASK_DEFAULT_RESOURCES),
+                    "securityContext": CONTAINER_SECURITY_CONTEXT,
+                    "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
                 }
             ],
-            "volumes": volumes,
+            "volumes": [*volumes, {"name": "tmp", "emptyDir": {}}],
         },
     }
 
