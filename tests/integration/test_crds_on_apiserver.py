@@ -165,8 +165,37 @@ def test_task_pods_are_admitted_where_pod_security_restricted_is_enforced(
         )
         assert result.returncode == 0, result.stderr
         assert "violate PodSecurity" not in result.stderr
+    for pod in _spark_pods(namespace):
+        result = kubectl_unchecked(
+            kubeconfig, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(pod)
+        )
+        assert result.returncode == 0, f"{pod['metadata']['name']}: {result.stderr}"
     bare = {**pods[0], "spec": {**pods[0]["spec"], "securityContext": {}}}
     refused = kubectl_unchecked(
         kubeconfig, "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bare)
     )
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, "enforcement is on"
+
+
+def _spark_pods(namespace: str) -> list[dict[str, Any]]:
+    """The pods Spark jobs would run: the spark-submit Job's driver pod, and an executor
+    pod as Spark builds it from the template in the job's ConfigMap."""
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    for document in documents:
+        if document:
+            document["metadata"]["namespace"] = namespace
+            if document["kind"] == "SparkJob":
+                document["spec"]["submitter"] = "spark-submit"
+    objects = render_resources(parse_resources(documents))
+    (job,) = [o for o in objects if o["kind"] == "Job"]
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
+    driver = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "driver", "namespace": namespace},
+        "spec": {**job["spec"]["template"]["spec"], "serviceAccountName": "default"},
+    }
+    executor = yaml.safe_load(configmap["data"]["executor-pod.json"])
+    executor["metadata"] = {"name": "executor", "namespace": namespace}
+    executor["spec"]["containers"][0]["image"] = "onceflow"
+    return [driver, executor]

@@ -89,3 +89,31 @@ def test_a_source_that_sets_resources_keeps_them_and_no_default_limit_undercuts_
     pods = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Pod"]
     resources = pods[0]["spec"]["containers"][0]["resources"]
     assert resources == {"requests": {"cpu": "100m", "memory": "2Gi"}, "limits": {}}
+
+
+def test_spark_pods_carry_the_restricted_security_context_and_driver_resources() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    objects = render_resources(parse_resources(documents))
+    (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
+    for role in ("driver", "executor"):
+        assert app["spec"][role]["podSecurityContext"]["runAsNonRoot"] is True
+        assert app["spec"][role]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
+    template = json.loads(configmap["data"]["executor-pod.json"])
+    assert template["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    conf = app["spec"]["sparkConf"]
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/onceflow/executor-pod.json"
+
+    for document in documents:
+        if document and document["kind"] == "SparkJob":
+            document["spec"]["submitter"] = "spark-submit"
+            document["spec"]["driver"] = {"cores": 2, "memory": "2g"}
+    (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 65532
+    (driver,) = pod["containers"]
+    # 2 GiB of heap and Spark's 40 % overhead for a Python driver.
+    assert driver["resources"] == {
+        "requests": {"cpu": "2", "memory": "2867Mi"},
+        "limits": {"memory": "2867Mi"},
+    }

@@ -119,10 +119,15 @@ POD_SECURITY_CONTEXT: Manifest = {
     "fsGroup": 65532,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-CONTAINER_SECURITY_CONTEXT: Manifest = {
+SPARK_CONTAINER_SECURITY_CONTEXT: Manifest = {
     "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
     "capabilities": {"drop": ["ALL"]},
+}
+"""Spark's containers keep a writable root: its scripts and Python workers write
+outside the local dirs Spark mounts."""
+CONTAINER_SECURITY_CONTEXT: Manifest = {
+    **SPARK_CONTAINER_SECURITY_CONTEXT,
+    "readOnlyRootFilesystem": True,
 }
 # A task is one Python process with one producer: small, but never BestEffort (the
 # first evicted under node pressure). Each key the spec sets wins.

@@ -12,7 +12,12 @@ from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings
-from onceflow.model.objects import LABEL_SPARKJOB, owner_references
+from onceflow.model.objects import (
+    LABEL_SPARKJOB,
+    POD_SECURITY_CONTEXT,
+    SPARK_CONTAINER_SECURITY_CONTEXT,
+    owner_references,
+)
 
 JOB_CONFIG_MOUNT = "/etc/onceflow"
 CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
@@ -26,6 +31,19 @@ MODE_CONF = "spark.onceflow.exactlyOnce.mode"
 SPEC_HASH_ANNOTATION = "onceflow.io/spec-hash"
 
 Manifest = dict[str, Any]
+
+
+EXECUTOR_TEMPLATE = "executor-pod.json"
+# Spark builds executor pods itself; a pod template (JSON is YAML) is how they get the
+# security context Pod Security "restricted" asks for.
+EXECUTOR_POD_TEMPLATE: Manifest = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "spec": {
+        "securityContext": POD_SECURITY_CONTEXT,
+        "containers": [{"name": "executor", "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT}],
+    },
+}
 
 
 def job_configmap_name(job: str) -> str:
@@ -42,7 +60,10 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
             "labels": {LABEL_SPARKJOB: job.metadata.name},
             "ownerReferences": owner_references(job),
         },
-        "data": {"job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True)},
+        "data": {
+            "job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True),
+            EXECUTOR_TEMPLATE: json.dumps(EXECUTOR_POD_TEMPLATE, indent=2, sort_keys=True),
+        },
     }
 
 
@@ -58,6 +79,7 @@ def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
         "spark.speculation": "false",
         "spark.task.maxFailures": "4",
         "spark.sql.streaming.checkpointLocation": settings.checkpoint_location,
+        "spark.kubernetes.executor.podTemplateFile": f"{JOB_CONFIG_MOUNT}/{EXECUTOR_TEMPLATE}",
     }
     return {**job.spec.spark_conf, **conf}
 
@@ -79,6 +101,8 @@ def spark_application(
         "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
         "volumeMounts": mounts,
         "labels": {LABEL_SPARKJOB: job.metadata.name},
+        "podSecurityContext": POD_SECURITY_CONTEXT,
+        "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
     }
     if spec.sink.postgres:
         secret = spec.sink.postgres.secret_ref.name

@@ -14,7 +14,12 @@ so the driver lives in the Job's own pod rather than in one spark-submit creates
 from __future__ import annotations
 
 from onceflow.api.spark import SparkJob, SparkJobSettings
-from onceflow.model.objects import LABEL_SPARKJOB, owner_references
+from onceflow.model.objects import (
+    LABEL_SPARKJOB,
+    POD_SECURITY_CONTEXT,
+    SPARK_CONTAINER_SECURITY_CONTEXT,
+    owner_references,
+)
 from onceflow.model.spark_app import (
     CHECKPOINT_MOUNT,
     JOB_CONFIG_MOUNT,
@@ -68,6 +73,25 @@ def submit_conf(
     return conf
 
 
+# What Spark adds to a Python driver's JVM heap for its pod (Spark's own rule for
+# non-JVM jobs: 40 %, at least 384 MiB); here the driver pod is ours to size.
+MEMORY_OVERHEAD_FACTOR = 0.4
+MIN_MEMORY_OVERHEAD_MIB = 384
+UNIT_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def driver_resources(cores: int, memory: str) -> Manifest:
+    """Requests and a memory limit for the driver pod of a spark-submit Job, so it is
+    never BestEffort (first evicted) and holds what spark-submit will start."""
+    unit = memory[-1] if memory[-1] in UNIT_MIB else "m"  # Spark: a bare number is MiB
+    heap_mib = float(memory.rstrip("kmgt")) * UNIT_MIB[unit]
+    total = int(heap_mib + max(MIN_MEMORY_OVERHEAD_MIB, heap_mib * MEMORY_OVERHEAD_FACTOR))
+    return {
+        "requests": {"cpu": str(cores), "memory": f"{total}Mi"},
+        "limits": {"memory": f"{total}Mi"},
+    }
+
+
 def _from_field(name: str, path: str) -> Manifest:
     return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -113,6 +137,7 @@ def submit_job(
                 "spec": {
                     "serviceAccountName": SPARK_SERVICE_ACCOUNT,
                     "restartPolicy": "OnFailure",
+                    "securityContext": POD_SECURITY_CONTEXT,
                     "containers": [
                         {
                             "name": "driver",
@@ -123,6 +148,8 @@ def submit_job(
                                 _from_field("POD_NAME", "metadata.name"),
                                 _from_field("POD_IP", "status.podIP"),
                             ],
+                            "resources": driver_resources(spec.driver.cores, spec.driver.memory),
+                            "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
                             "volumeMounts": mounts,
                         }
                     ],
