@@ -117,3 +117,28 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
         "requests": {"cpu": "2", "memory": "2867Mi"},
         "limits": {"memory": "2867Mi"},
     }
+
+
+def test_the_pipelines_kafka_secret_reaches_the_spark_driver_and_executors() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "Pipeline":
+            document["spec"]["kafka"]["authSecretRef"] = {"name": "kafka-auth"}
+    objects = render_resources(parse_resources(documents))
+    (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
+    for role in ("driver", "executor"):
+        assert {"name": "kafka-auth", "path": "/etc/onceflow-kafka", "secretType": "Generic"} in (
+            app["spec"][role]["secrets"]
+        )
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
+    assert json.loads(configmap["data"]["job.json"])["kafkaConfigDir"] == "/etc/onceflow-kafka"
+
+    for document in documents:
+        if document and document["kind"] == "SparkJob":
+            document["spec"]["submitter"] = "spark-submit"
+    (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
+    (driver,) = job["spec"]["template"]["spec"]["containers"]
+    assert {"name": "secret-0", "mountPath": "/etc/onceflow-kafka", "readOnly": True} in (
+        driver["volumeMounts"]
+    )
+    assert "spark.kubernetes.executor.secrets.kafka-auth=/etc/onceflow-kafka" in driver["args"]

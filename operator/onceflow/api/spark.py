@@ -256,6 +256,14 @@ class SparkJobSettings(ApiModel):
     mode: ExactlyOnceMode = Field(description="Pipeline mode the job is built for.")
     bootstrap_servers: str = Field(description="Kafka bootstrap servers.")
     kafka_config: dict[str, str] = Field(default_factory=dict, description="librdkafka extras.")
+    kafka_config_dir: str | None = Field(
+        default=None,
+        description="Mounted Secret with more librdkafka settings, one per file (the "
+        "Pipeline's kafka.authSecretRef); translated for Spark's Java Kafka client.",
+    )
+    kafka_secret: str | None = Field(
+        default=None, description="Name of the Secret mounted at kafkaConfigDir."
+    )
     transactional_id_prefix: str = Field(description="Prefix of the sink transactional ids.")
     previous_transactional_id_prefix: str | None = Field(
         default=None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -24,6 +25,18 @@ def client_config(bootstrap: str, extra: Mapping[str, str] | None = None) -> Cli
     librdkafka's informational lines (syslog level 6) are noise in task logs; warnings
     and errors (fencing, coordinator moves) still come through."""
     return {"bootstrap.servers": bootstrap, "log_level": 4, **(extra or {})}
+
+
+def mounted_kafka_config(directory: str | None) -> dict[str, str]:
+    """A mounted Secret's files, one librdkafka setting per file (the Pipeline's
+    ``kafka.authSecretRef``); empty when nothing is mounted."""
+    if not directory:
+        return {}
+    return {
+        path.name: path.read_text().strip()
+        for path in Path(directory).iterdir()
+        if path.is_file() and not path.name.startswith(".")
+    }
 
 
 def is_fenced(error: KafkaError) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.model.objects import (
+    KAFKA_SECRET_MOUNT,
     LABEL_SPARKJOB,
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
@@ -67,6 +68,17 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
     }
 
 
+def mounted_secrets(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
+    """Secret name -> mount path, on the driver and every executor: the sink's DSN, and
+    the pipeline's Kafka settings (executors read Kafka, and a CA file must exist there)."""
+    secrets = {}
+    if job.spec.sink.postgres:
+        secrets[job.spec.sink.postgres.secret_ref.name] = SINK_SECRET_MOUNT
+    if settings.kafka_config_dir and settings.kafka_secret:
+        secrets[settings.kafka_secret] = settings.kafka_config_dir
+    return secrets
+
+
 def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
     """Onceflow's settings win over the user's ``sparkConf``. The Kafka connector needs
     none: the image keeps its jars in ``$SPARK_HOME/jars``, on every classpath (a
@@ -104,11 +116,12 @@ def spark_application(
         "podSecurityContext": POD_SECURITY_CONTEXT,
         "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
     }
-    if spec.sink.postgres:
-        secret = spec.sink.postgres.secret_ref.name
-        pod_common["secrets"] = [
-            {"name": secret, "path": SINK_SECRET_MOUNT, "secretType": "Generic"}
-        ]
+    secrets = [
+        {"name": name, "path": path, "secretType": "Generic"}
+        for name, path in mounted_secrets(job, settings).items()
+    ]
+    if secrets:
+        pod_common["secrets"] = secrets
     body: Manifest = {
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
@@ -176,6 +189,7 @@ def job_settings(
     rollout's current mode, which decides the isolation level."""
     spec = job.spec
     topics = spec.input.topics or [source_topics[name] for name in spec.input.sources or []]
+    secret = pipeline.spec.kafka.auth_secret_ref
     return SparkJobSettings(
         job=job.metadata.name,
         namespace=job.metadata.namespace,
@@ -190,4 +204,6 @@ def job_settings(
         checkpoint_location=spec.checkpoint.path or CHECKPOINT_MOUNT,
         trigger=spec.trigger,
         postgres_dsn_file=f"{SINK_SECRET_MOUNT}/dsn" if spec.sink.postgres else None,
+        kafka_config_dir=KAFKA_SECRET_MOUNT if secret else None,
+        kafka_secret=secret.name if secret else None,
     )

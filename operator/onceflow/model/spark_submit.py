@@ -23,10 +23,10 @@ from onceflow.model.objects import (
 from onceflow.model.spark_app import (
     CHECKPOINT_MOUNT,
     JOB_CONFIG_MOUNT,
-    SINK_SECRET_MOUNT,
     SPARK_SERVICE_ACCOUNT,
     Manifest,
     job_configmap_name,
+    mounted_secrets,
     spark_conf,
     with_spec_hash,
 )
@@ -65,6 +65,8 @@ def submit_conf(
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": spec.driver.memory,
     }
+    for secret, path in mounted_secrets(job, settings).items():
+        conf[f"spark.kubernetes.executor.secrets.{secret}"] = path
     if spec.checkpoint.pvc:
         # Executors write state-store files under the checkpoint too.
         volume = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint"
@@ -116,10 +118,9 @@ def submit_job(
             {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint.pvc}}
         )
         mounts.append({"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT})
-    if spec.sink.postgres:
-        secret = spec.sink.postgres.secret_ref.name
-        volumes.append({"name": "sink", "secret": {"secretName": secret}})
-        mounts.append({"name": "sink", "mountPath": SINK_SECRET_MOUNT, "readOnly": True})
+    for index, (secret, path) in enumerate(mounted_secrets(job, settings).items()):
+        volumes.append({"name": f"secret-{index}", "secret": {"secretName": secret}})
+        mounts.append({"name": f"secret-{index}", "mountPath": path, "readOnly": True})
     labels = {LABEL_SPARKJOB: name, "onceflow.io/mode": settings.mode.value}
     body: Manifest = {
         "apiVersion": "batch/v1",

@@ -16,7 +16,9 @@ from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
+from onceflow.eos.clients import mounted_kafka_config
 from onceflow.eos.offsets import ensure_topic
+from onceflow.logic.java_kafka import java_kafka_settings
 from onceflow.model.spark_app import ISOLATION_CONF
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
@@ -65,8 +67,8 @@ def read_input(spark: Any, settings: SparkJobSettings) -> Any:
         )
         .option("failOnDataLoss", "true")
     )
-    for key, value in settings.kafka_config.items():
-        reader = reader.option(f"kafka.{key}", value)
+    for key, value in java_kafka_options(settings).items():
+        reader = reader.option(key, value)
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
     return reader.load().selectExpr(
@@ -142,6 +144,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             stream_writer(placed, settings)
             .format("kafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+            .options(**java_kafka_options(settings))
             .option("topic", sink.kafka.topic)
             .start()
         )
@@ -163,9 +166,20 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     return query
 
 
+def java_kafka_options(settings: SparkJobSettings) -> dict[str, str]:
+    """The pipeline's client settings as Spark's Kafka options (``kafka.`` + the Java
+    client's names)."""
+    java = java_kafka_settings(settings.kafka_config, lambda path: Path(path).read_text())
+    return {f"kafka.{key}": value for key, value in java.items()}
+
+
 def run_job(settings: SparkJobSettings) -> int:
     from onceflow.spark.session import driver_session
 
+    # The mounted Secret's settings join the plain ones, for the Python producers (as
+    # they are) and Spark's reader and built-in sink (translated).
+    mounted = mounted_kafka_config(settings.kafka_config_dir)
+    settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
     query = start_query(spark, settings)
     query.awaitTermination()
