@@ -12,17 +12,24 @@ RUN apt-get update \
       python3 python3-venv ca-certificates openjdk-17-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY operator ./operator
-COPY scripts ./scripts
 ENV VENV=/opt/onceflow/venv
+# Dependencies and Spark's Kafka connector first: they change far less often than the
+# package, so a rebuild after a code change reuses these layers.
+COPY pyproject.toml ./
 RUN python3 -m venv "$VENV" \
- && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check . \
- && spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
+ && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check -r requirements.txt
+COPY scripts/lib.sh scripts/spark-jars.sh ./scripts/
+COPY scripts/maven/spark-kafka ./scripts/maven/spark-kafka
+RUN spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" \
  && libs="$(ONCEFLOW_CACHE=/tmp/cache PYTHON="$VENV/bin/python" bash scripts/spark-jars.sh)" \
  && cp -n "$libs"/*.jar "$spark_home/jars/" \
- && cp "$spark_home/../onceflow/spark/driver_main.py" /opt/onceflow/spark-main.py \
- && ln -s "$spark_home" /opt/onceflow/spark
+ && ln -s "$spark_home" /opt/onceflow/spark \
+ && rm -rf /tmp/cache /root/.m2
+COPY README.md ./
+COPY operator ./operator
+RUN "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check --no-deps . \
+ && cp "$VENV"/lib/python3*/site-packages/onceflow/spark/driver_main.py /opt/onceflow/spark-main.py
 COPY image/entrypoint.sh /opt/onceflow/entrypoint.sh
 
 FROM ${BASE}

@@ -35,6 +35,7 @@ def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> N
         "ClusterRoleBinding",
         "CustomResourceDefinition",
         "Deployment",
+        "PodDisruptionBudget",
         "Role",
         "RoleBinding",
         "Secret",
@@ -69,7 +70,9 @@ def test_chart_installs_and_upgrades_with_a_stable_webhook_certificate(
     # The test bed already has the CRDs (installed by kubectl), and no pod runs here:
     # the webhook is confined to this namespace so other tests never call it.
     values = ["--set", "crds.install=false", "--set", f"watchNamespaces={{{namespace}}}"]
+    held = _pipeline_with_a_finalizer(kubeconfig, namespace)
     helm(kubeconfig, "install", release_name, CHART, "-n", namespace, *values)
+    _an_operator_outage_blocks_spec_changes_but_never_finalizer_removal(kubeconfig, namespace, held)
     webhook = yaml.safe_load(
         kubectl(kubeconfig, "get", "validatingwebhookconfiguration", name, "-o", "yaml").stdout
     )
@@ -107,6 +110,49 @@ def test_chart_installs_and_upgrades_with_a_stable_webhook_certificate(
         kubeconfig, "get", "deployment", name, "-n", namespace, "-o", "jsonpath={.spec.replicas}"
     ).stdout
     assert replicas == "3"
+
+
+def _pipeline_with_a_finalizer(kubeconfig: str, namespace: str) -> str:
+    """Created before the webhook exists (no operator pod ever runs here)."""
+    name = "held"
+    pipeline = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": name, "namespace": namespace, "finalizers": ["test.onceflow.io/hold"]},
+        "spec": {"kafka": {"bootstrapServers": "kafka:9092"}},
+    }
+    kubectl(kubeconfig, "create", "-f", "-", stdin=yaml.safe_dump(pipeline))
+    return name
+
+
+def _an_operator_outage_blocks_spec_changes_but_never_finalizer_removal(
+    kubeconfig: str, namespace: str, name: str
+) -> None:
+    """The webhook's Service has no ready pod (failurePolicy Fail): a spec change is
+    refused, but deleting the object and removing its finalizer go through."""
+
+    def patch(body: str) -> Any:
+        return kubectl(
+            kubeconfig,
+            "-n",
+            namespace,
+            "patch",
+            "pipelines",
+            name,
+            "--type=merge",
+            "-p",
+            body,
+            check=False,
+        )
+
+    refused = patch('{"spec": {"exactlyOnce": "enabled"}}')
+    assert refused.returncode != 0 and "validation.onceflow.io" in refused.stderr, refused
+    deleted = kubectl(
+        kubeconfig, "-n", namespace, "delete", "pipelines", name, "--wait=false", check=False
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    released = patch('{"metadata": {"finalizers": null}}')
+    assert released.returncode == 0, released.stderr
 
 
 @pytest.mark.parametrize(
