@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from kubernetes import client
 
 from onceflow.model.spark_names import sink_transactional_id
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.kafka import zombie_in_a_transaction
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import ROOT, kubectl
 from tests.support.waiting import wait_for
@@ -141,16 +142,9 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     assert app["spec"]["sparkConf"]["spark.onceflow.kafka.isolation.level"] == "read_committed"
 
     prefix = f"{cluster.namespace}.orders"
-    zombie = Producer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "transactional.id": sink_transactional_id(prefix, "agg", 1),
-        }
+    zombie = zombie_in_a_transaction(
+        kafka_bootstrap, sink_transactional_id(prefix, "agg", 1), "orders.out"
     )
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    zombie.produce("orders.out", b"late")
-    zombie.flush(30)
     old_uid = app["metadata"]["uid"]
 
     cluster.patch_spec("sparkjobs", "agg", {"sink": {"kafka": {"partitions": 3}}})
@@ -185,16 +179,9 @@ def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(
         30,
         "the sink prefix in use recorded",
     )
-    zombie = Producer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "transactional.id": sink_transactional_id(old_prefix, "agg", 0),
-        }
+    zombie = zombie_in_a_transaction(
+        kafka_bootstrap, sink_transactional_id(old_prefix, "agg", 0), "orders.out"
     )
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    zombie.produce("orders.out", b"late")
-    zombie.flush(30)
     old_uid = _application(cluster)["metadata"]["uid"]  # type: ignore[index]
 
     cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": "orders-v2"})

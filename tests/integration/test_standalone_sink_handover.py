@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from onceflow.api.spark import SparkJobSettings
 from onceflow.model.spark_names import sink_transactional_id
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor
+from tests.support.kafka import zombie_in_a_transaction
 
 pytestmark = pytest.mark.kafka
 
@@ -44,16 +45,9 @@ def test_a_renamed_prefix_is_fenced_and_handed_to_the_driver(
     )
     supervisor.sink_file.parent.mkdir(parents=True, exist_ok=True)
     supervisor.sink_file.write_text(json.dumps({"partitions": 2, "prefix": old_prefix}))
-    zombie = Producer(
-        {
-            "bootstrap.servers": kafka_bootstrap,
-            "transactional.id": sink_transactional_id(old_prefix, "agg", 1),
-        }
+    zombie = zombie_in_a_transaction(
+        kafka_bootstrap, sink_transactional_id(old_prefix, "agg", 1), "out"
     )
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    zombie.produce("out", b"late")
-    zombie.flush(30)
 
     settings = supervisor._hand_over_sink(now=0.0)
 

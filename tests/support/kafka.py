@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -66,3 +66,15 @@ def java_partition(key: bytes, partitions: int) -> int:
     h = ((h ^ (h >> 13)) * m) & 0xFFFFFFFF
     h ^= h >> 15
     return (h & 0x7FFFFFFF) % partitions
+
+
+def zombie_in_a_transaction(bootstrap: str, transactional_id: str, topic: str) -> Producer:
+    """A producer left mid-transaction (a record sent, nothing committed): what a
+    paused or partitioned writer looks like. Its ``commit_transaction`` raises once the
+    id was fenced."""
+    zombie = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"late")
+    zombie.flush(30)
+    return zombie
