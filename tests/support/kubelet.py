@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,10 +181,7 @@ class LocalKubelet:
                     volume.config_map.name, self.namespace
                 )
                 for key, value in (source.data or {}).items():
-                    text = value
-                    for mount_path, local in mounts.items():
-                        text = text.replace(f'"{mount_path}"', f'"{local}"')
-                        text = text.replace(f'"{mount_path}/', f'"{local}/')
+                    text = self._local_paths_in(value, mounts)
                     (target / key).write_text(self._without_fixed_ports(key, text))
             elif volume.secret is not None:
                 secret = self.core.read_namespaced_secret(volume.secret.secret_name, self.namespace)
@@ -222,6 +220,16 @@ class LocalKubelet:
         if "metricsPort" in settings:
             settings["metricsPort"] = 0
         return json.dumps(settings)
+
+    @staticmethod
+    def _local_paths_in(text: str, mounts: dict[str, Path]) -> str:
+        """Quoted mount paths in a config file, rewritten in one pass: a rewritten path
+        (under /tmp) must not be rewritten again by a mount at /tmp."""
+        if not mounts:
+            return text
+        paths = sorted(mounts, key=len, reverse=True)
+        pattern = re.compile('"(' + "|".join(map(re.escape, paths)) + ')(?=["/])')
+        return pattern.sub(lambda m: f'"{mounts[m.group(1)]}', text)
 
     @staticmethod
     def _local_path(arg: str, mounts: dict[str, Path]) -> str:
