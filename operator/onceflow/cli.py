@@ -101,7 +101,7 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     # Before kopf or kubernetes are imported: the client reads KUBECONFIG at import.
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
-    for option in ("port", "addr", "host", "cert", "key", "ca"):
+    for option in ("port", "addr", "host", "cert", "key", "ca", "cert_secret", "configuration"):
         value = getattr(args, f"webhook_{option}")
         if value:
             os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
@@ -249,6 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--webhook-cert", help="TLS certificate file")
     operator.add_argument("--webhook-key", help="TLS private key file")
     operator.add_argument("--webhook-ca", help="CA bundle the API server trusts")
+    operator.add_argument(
+        "--webhook-cert-secret",
+        help="NAMESPACE/NAME of the Secret holding the webhook's own CA and certificate "
+        "(created and renewed by the operator; instead of --webhook-cert/--webhook-key)",
+    )
+    operator.add_argument(
+        "--webhook-configuration",
+        help="ValidatingWebhookConfiguration whose caBundle the operator fills in",
+    )
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(handler=_cmd_operator)
 

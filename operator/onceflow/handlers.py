@@ -15,10 +15,11 @@ from typing import Any
 import kopf
 
 from onceflow.api.base import API_GROUP, API_VERSION
+from onceflow.control import webhook_certificates
 from onceflow.control.admission import review
 from onceflow.control.app import Controllers, build_controllers
 from onceflow.control.errors import RetryLaterError
-from onceflow.control.kube import StaleStatusError
+from onceflow.control.kube import KubeClient, StaleStatusError
 
 log = logging.getLogger("onceflow")
 # One second keeps apply-to-running latency low; each pass is a few API reads.
@@ -43,20 +44,38 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 16
     # A standby takes over this long after the active replica's last heartbeat.
     settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
+    _controllers = build_controllers()
     port = os.environ.get("ONCEFLOW_WEBHOOK_PORT")
     if port:
+        host = os.environ.get("ONCEFLOW_WEBHOOK_HOST")
+        certfile = os.environ.get("ONCEFLOW_WEBHOOK_CERT")
+        pkeyfile = os.environ.get("ONCEFLOW_WEBHOOK_KEY")
+        secret = os.environ.get("ONCEFLOW_WEBHOOK_CERT_SECRET")
+        if secret and host:
+            certfile, pkeyfile = _own_certificate(_controllers.kube, secret, host)
         settings.admission.server = kopf.WebhookServer(
             addr=os.environ.get("ONCEFLOW_WEBHOOK_ADDR", "0.0.0.0"),
-            host=os.environ.get("ONCEFLOW_WEBHOOK_HOST"),
+            host=host,
             port=int(port),
-            certfile=os.environ.get("ONCEFLOW_WEBHOOK_CERT"),
-            pkeyfile=os.environ.get("ONCEFLOW_WEBHOOK_KEY"),
+            certfile=certfile,
+            pkeyfile=pkeyfile,
             cafile=os.environ.get("ONCEFLOW_WEBHOOK_CA"),
         )
         # Self-managed unless a deployment (the Helm chart) owns the configuration.
         if os.environ.get("ONCEFLOW_WEBHOOK_MANAGED", "true") != "false":
             settings.admission.managed = f"validation.{API_GROUP}"
-    _controllers = build_controllers()
+
+
+def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str]:
+    """The serving certificate from the shared Secret (``namespace/name``), with its CA
+    put into the webhook configuration the chart made without one."""
+    namespace, _, name = secret.partition("/")
+    hosts = [host, f"{host}.cluster.local"] if host.endswith(".svc") else [host]
+    served = webhook_certificates.ensure(kube, namespace, name, hosts)
+    configuration = os.environ.get("ONCEFLOW_WEBHOOK_CONFIGURATION")
+    if configuration and served.ca and not kube.set_webhook_ca_bundle(configuration, served.ca):
+        log.warning("no ValidatingWebhookConfiguration %r to give the CA to", configuration)
+    return str(served.cert), str(served.key)
 
 
 def _pass(kind: str, run: Any, namespace: str | None, name: str) -> None:

@@ -225,6 +225,61 @@ class KubeClient:
         secret = self.core.read_namespaced_secret(name, namespace)
         return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
 
+    def secret_if_present(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """The Secret's data and resourceVersion, or None."""
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return None
+            raise
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        return data, secret.metadata.resource_version
+
+    def write_secret(
+        self, namespace: str, name: str, data: dict[str, str], resource_version: str | None
+    ) -> bool:
+        """Creates the Secret (``resource_version`` None) or replaces that version of
+        it; False when someone else wrote first (409)."""
+        metadata: Obj = {"name": name, "namespace": namespace}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": metadata,
+            "type": "Opaque",
+            "stringData": data,
+        }
+        try:
+            if resource_version is None:
+                self.core.create_namespaced_secret(namespace, body)
+            else:
+                metadata["resourceVersion"] = resource_version
+                self.core.replace_namespaced_secret(name, namespace, body)
+        except ApiException as error:
+            if error.status == HTTP_CONFLICT:
+                return False
+            raise
+        return True
+
+    def set_webhook_ca_bundle(self, configuration: str, ca_pem: str) -> bool:
+        """Points every webhook of the ValidatingWebhookConfiguration at this CA; False
+        when the configuration does not exist (yet)."""
+        admission = client.AdmissionregistrationV1Api(self.api)
+        try:
+            current = admission.read_validating_webhook_configuration(configuration)
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return False
+            raise
+        bundle = base64.b64encode(ca_pem.encode()).decode()
+        patch = [
+            {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+            for i in range(len(current.webhooks or []))
+        ]
+        if patch:
+            admission.patch_validating_webhook_configuration(configuration, patch)
+        return True
+
     # -- events ---------------------------------------------------------------------
 
     def event(self, obj: Obj, reason: str, message: str, warning: bool = False) -> None:
