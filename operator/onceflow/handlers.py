@@ -75,6 +75,7 @@ def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str
     configuration = os.environ.get("ONCEFLOW_WEBHOOK_CONFIGURATION")
     if configuration and served.ca and not kube.set_webhook_ca_bundle(configuration, served.ca):
         log.warning("no ValidatingWebhookConfiguration %r to give the CA to", configuration)
+    webhook_certificates.restart_before_expiry(served)
     return str(served.cert), str(served.key)
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
+import signal
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+
 from onceflow.control.kube import KubeClient
 from onceflow.model.certificates import (
+    RENEW_BEFORE,
     WebhookCertificates,
     needs_renewal,
     new_certificates,
@@ -64,3 +71,23 @@ def _files(cert: str, key: str, ca: str) -> ServingFiles:
     key_file.touch(mode=0o600)
     key_file.write_text(key)
     return ServingFiles(directory / "tls.crt", key_file, ca)
+
+
+CHECK_EVERY_S = 12 * 3600
+
+
+def restart_before_expiry(served: ServingFiles) -> None:
+    """kopf reads the certificate once, at start, and starting is when it is renewed:
+    a long-running operator whose served certificate nears its end (half the renewal
+    margin left) stops gracefully, and its restart serves a renewed one."""
+    expires = x509.load_pem_x509_certificate(served.cert.read_bytes()).not_valid_after_utc
+
+    def watch() -> None:
+        while True:
+            time.sleep(CHECK_EVERY_S)
+            if expires - datetime.datetime.now(datetime.UTC) < RENEW_BEFORE / 2:
+                log.warning("webhook certificate expires %s: restarting to renew it", expires)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="webhook-certificate", daemon=True).start()
