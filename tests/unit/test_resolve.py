@@ -119,3 +119,22 @@ def test_missing_sources_and_secrets_are_missing_objects_not_spec_errors() -> No
     assert isinstance(
         resolve_spark_job(job, _pipeline(), {"s": "t"}, where=WHERE), SparkJobSettings
     ), "no Secrets at hand (a pod mounts it): not checked"
+
+
+def test_a_job_batches_are_bounded_by_default_and_the_sink_timeout_is_its_own() -> None:
+    """A first batch over a large backlog must fit in the sink's transaction timeout:
+    bounded unless the user says otherwise, and the timeout reaches the driver."""
+    settings = resolve_spark_job(_job(), _pipeline(), {"s": "t"}, where=WHERE)
+    assert isinstance(settings, SparkJobSettings)
+    assert settings.max_offsets_per_trigger == 100_000
+    assert settings.sink.kafka is not None
+    assert settings.sink.kafka.transaction_timeout_ms == 60_000
+    tuned = _job(
+        input={"sources": ["s"], "maxOffsetsPerTrigger": 5000},
+        sink={"kafka": {"topic": "out", "partitions": 2, "transactionTimeoutMs": 300000}},
+    )
+    settings = resolve_spark_job(tuned, _pipeline(), {"s": "t"}, where=WHERE)
+    assert isinstance(settings, SparkJobSettings)
+    assert settings.max_offsets_per_trigger == 5000
+    assert settings.sink.kafka is not None
+    assert settings.sink.kafka.transaction_timeout_ms == 300_000
