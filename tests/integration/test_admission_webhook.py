@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -223,8 +224,11 @@ def test_enabling_a_pipeline_with_an_at_least_once_job_is_refused(webhook: Clust
 def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> None:
     """Same-named workloads of two Pipelines sharing a prefix would get the same
     transactional ids (and offsets topics): refused before it is stored."""
+    # Unique per run: prefixes are compared across namespaces, and a reused test bed
+    # keeps earlier runs' namespaces.
+    shared = f"shared-{uuid.uuid4().hex[:6]}"
     first = {**_pipeline("disabled"), "metadata": {"name": "first"}}
-    first["spec"] = {**first["spec"], "transactionalIdPrefix": "shared"}
+    first["spec"] = {**first["spec"], "transactionalIdPrefix": shared}
     webhook.create("pipelines", first)
     second = {
         **first,
@@ -233,7 +237,7 @@ def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> 
     }
     result = _apply(webhook, second)
     assert result.returncode != 0
-    assert "spec.transactionalIdPrefix: 'shared' is already the prefix of Pipeline" in (
+    assert f"spec.transactionalIdPrefix: '{shared}' is already the prefix of Pipeline" in (
         result.stderr
     )
 
@@ -243,7 +247,7 @@ def test_a_prefix_used_in_another_namespace_is_refused(webhook: Cluster) -> None
     same-named workloads the same transactional ids."""
     elsewhere = Cluster(webhook.kubeconfig, new_namespace(webhook.kubeconfig, "hook-other"))
     first = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
-    first["spec"] = {**first["spec"], "transactionalIdPrefix": "shared-across"}
+    first["spec"] = {**first["spec"], "transactionalIdPrefix": f"across-{uuid.uuid4().hex[:6]}"}
     elsewhere.create("pipelines", first)
     mine = {**first, "apiVersion": "onceflow.io/v1alpha1"}
     result = _apply(webhook, mine)
