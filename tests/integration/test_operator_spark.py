@@ -202,6 +202,56 @@ def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(
     assert settings["previousTransactionalIdPrefix"] == old_prefix
 
 
+def test_a_rename_right_after_an_upgrade_still_fences_the_prefix_the_driver_used(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """A status written before prefixes were recorded (only sinkPartitions), and the
+    prefix renamed while no operator ran: the old prefix is the one the running driver
+    was told (its ConfigMap), and its ids are fenced before the new driver starts."""
+    cluster, first, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "enabled")
+    cluster.create("sparkjobs", _job(2))
+    old_prefix = f"{cluster.namespace}.orders"
+    wait_for(
+        lambda: cluster.status("sparkjobs", "agg").get("sinkTransactionalIdPrefix") == old_prefix,
+        30,
+        "the sink prefix in use recorded",
+    )
+    first.kill()
+    legacy = {
+        k: v
+        for k, v in cluster.status("sparkjobs", "agg").items()
+        if k not in ("sinkTransactionalIdPrefix", "previousSinkTransactionalIdPrefix")
+    }
+    cluster.custom.replace_namespaced_custom_object_status(
+        "onceflow.io",
+        "v1alpha1",
+        cluster.namespace,
+        "sparkjobs",
+        "agg",
+        {**cluster.get("sparkjobs", "agg"), "status": legacy},
+    )
+    zombie = zombie_in_a_transaction(
+        kafka_bootstrap, sink_transactional_id(old_prefix, "agg", 1), "orders.out"
+    )
+    cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": "orders-v3"})
+
+    second = OperatorProcess(first.kubeconfig, first.namespace, first.log).start()
+    try:
+        wait_for(
+            lambda: (
+                cluster.status("sparkjobs", "agg").get("previousSinkTransactionalIdPrefix")
+                == old_prefix
+            ),
+            60,
+            "the rename handed over from the prefix the driver used",
+        )
+        with pytest.raises(KafkaException):
+            zombie.commit_transaction(30)
+    finally:
+        second.stop()
+
+
 def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:

@@ -18,7 +18,13 @@ JOB = "agg"
 
 def test_a_first_start_records_the_producers_and_fences_nothing() -> None:
     wanted = SinkProducers("p", 2)
-    assert sink_handover(None, wanted, driver_running=True, job=JOB) == RecordSink(wanted)
+    assert sink_handover(None, wanted, driver_running=False, job=JOB) == RecordSink(wanted)
+
+
+def test_a_running_driver_with_nothing_recorded_is_stopped_before_recording() -> None:
+    """A lost status: whose ids the running driver writes with is unknown."""
+    step = sink_handover(None, SinkProducers("p", 2), driver_running=True, job=JOB)
+    assert isinstance(step, StopDriver)
 
 
 def test_the_same_set_keeps_what_is_recorded_with_its_previous_prefix() -> None:

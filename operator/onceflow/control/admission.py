@@ -73,8 +73,14 @@ def _verdict(resolved: DesiredTasks | SparkJobSettings | list[Problem]) -> Verdi
 
 
 def _pipeline(lookup: Lookup, namespace: str, name: str) -> Pipeline | None:
+    """The stored Pipeline; one the current schema rejects (stored by an older
+    version) is the Pipeline's problem, reported in its status, and judged as absent
+    here rather than failing every review of its workloads."""
     stored = lookup("pipelines", namespace, name)
-    return Pipeline.model_validate(stored) if stored is not None else None
+    try:
+        return Pipeline.model_validate(stored) if stored is not None else None
+    except ValueError:
+        return None
 
 
 def _review_spark_job(job: SparkJob, namespace: str, lookup: Lookup) -> Verdict:

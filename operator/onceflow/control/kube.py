@@ -166,6 +166,14 @@ class KubeClient:
             if error.status != HTTP_CONFLICT:
                 raise
 
+    def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        try:
+            return dict(self.core.read_namespaced_config_map(name, namespace).data or {})
+        except ApiException as error:
+            if error.status != HTTP_NOT_FOUND:
+                raise
+            return None
+
     def put_configmap(self, manifest: Obj) -> None:
         """A ConfigMap whose content follows the spec: create, or replace if it differs."""
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]

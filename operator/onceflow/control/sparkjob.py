@@ -10,6 +10,7 @@ are fenced, and only then is the new application created (``logic.sink_handover`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from onceflow.logic.sink_handover import (
     sink_handover,
 )
 from onceflow.model.objects import LABEL_SPARKJOB
-from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap
+from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_configmap_name
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
@@ -206,6 +207,18 @@ class SparkJobReconciler:
             self._write(obj, status, False, "SwitchingSubmitter", message)
             raise RetryLaterError(message)
 
+    def _legacy_prefix(self, job: SparkJob, status: SparkJobStatus, pipeline: Pipeline) -> str:
+        """The prefix a status without one was using: what the running driver was told
+        (its ConfigMap), which a rename in the same breath as the upgrade has not
+        changed yet; else the pipeline's."""
+        if status.sink_transactional_id_prefix or not status.sink_partitions:
+            return pipeline.transactional_id_prefix
+        data = self.kube.configmap_data(
+            job.metadata.namespace, job_configmap_name(job.metadata.name)
+        )
+        told = json.loads((data or {}).get("job.json") or "{}").get("transactionalIdPrefix")
+        return str(told or pipeline.transactional_id_prefix)
+
     def _hand_over_sink(
         self,
         obj: Obj,
@@ -219,9 +232,12 @@ class SparkJobReconciler:
         driver may start with; raises RetryLater while the old driver stops or fencing
         fails."""
         name = job.metadata.name
-        step = sink_handover(recorded_sink(status, pipeline), wanted, application is not None, name)
+        recorded = recorded_sink(status, self._legacy_prefix(job, status, pipeline))
+        step = sink_handover(recorded, wanted, application is not None, name)
         if isinstance(step, KeepSink):
-            return obj, status, step.producers
+            # Written with the next status: a status from before prefixes were recorded
+            # names its prefix from now on, so a later rename is seen.
+            return obj, with_sink(status, step.producers), step.producers
         if isinstance(step, RecordSink):
             return obj, with_sink(status, step.producers), step.producers
         if isinstance(step, StopDriver):
@@ -246,13 +262,13 @@ class SparkJobReconciler:
         return obj, status, step.then
 
 
-def recorded_sink(status: SparkJobStatus, pipeline: Pipeline) -> SinkProducers | None:
-    """The producers the status records; a status from before prefixes were recorded
-    had the pipeline's current one."""
+def recorded_sink(status: SparkJobStatus, legacy_prefix: str) -> SinkProducers | None:
+    """The producers the status records (``legacy_prefix`` for a status from before
+    prefixes were recorded)."""
     if not status.sink_partitions:
         return None
     return SinkProducers(
-        status.sink_transactional_id_prefix or pipeline.transactional_id_prefix,
+        status.sink_transactional_id_prefix or legacy_prefix,
         status.sink_partitions,
         status.previous_sink_transactional_id_prefix,
     )

@@ -54,6 +54,11 @@ def ensure(kube: KubeClient, namespace: str, secret: str, hosts: list[str]) -> S
         data, version = found
         stored = WebhookCertificates.from_secret_data(data)
         if stored is None:  # not ours: cert-manager's or the user's
+            if not (data.get("tls.crt") and data.get("tls.key")):
+                raise ValueError(
+                    f"Secret {namespace}/{secret} has no tls.crt and tls.key: give it both "
+                    "(and ca.crt), or delete it and the operator makes its own"
+                )
             return _files(data["tls.crt"], data["tls.key"], data.get("ca.crt", ""))
         if not needs_renewal(stored, hosts, now):
             return _files(stored.cert, stored.key, stored.ca_cert)

@@ -11,6 +11,7 @@ if and only if the records do; they are read back ``read_committed`` to the end.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from onceflow.api.connector import SourceOffset, SourcePartition
 from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
+
+log = logging.getLogger(__name__)
 
 # Compaction keeps the store small; one partition keeps every source's offsets in one
 # ordered log, which is what a read-to-end needs (across partitions an older offset
@@ -77,17 +80,23 @@ def ensure_offsets_topic(
     admin = AdminClient(client_config(bootstrap, extra))
     partitions = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    configs = admin.describe_configs([resource])[resource].result(timeout=30)
-    policy = configs["cleanup.policy"].value or ""
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout=30)
+        policy: str | None = configs["cleanup.policy"].value or ""
+    except KafkaException as error:
+        # Without DescribeConfigs on the topic (ACLs) the policy cannot be checked;
+        # say so instead of refusing a topic that may well be right.
+        log.warning("cannot check cleanup.policy of %r: %s", topic, error.args[0].str())
+        policy = None
     problems = []
     if partitions > 1:
         problems.append(
             f"it has {partitions} partitions, and offsets read across partitions can "
             "resume from an older one (duplicates)"
         )
-    if "compact" not in policy.split(","):
+    if policy is not None and policy.split(",") != ["compact"]:
         problems.append(
-            f"its cleanup.policy is {policy!r}, and retention would delete offsets "
+            f"its cleanup.policy is {policy!r}, not 'compact', and retention would delete offsets "
             "(a replay from the start)"
         )
     if problems:

@@ -74,6 +74,10 @@ def sink_handover(
     recorded: SinkProducers | None, wanted: SinkProducers, driver_running: bool, job: str
 ) -> SinkStep:
     if recorded is None:
+        if driver_running:
+            # Nothing says whose ids the running driver writes with (a lost status): it
+            # stops, and its pods are confirmed gone, before anything is recorded.
+            return StopDriver("no sink producers recorded for the running driver")
         return RecordSink(wanted)
     if recorded.same_set(wanted):
         return KeepSink(recorded)
