@@ -63,10 +63,12 @@ base_image() {
   podman_here import "$rootfs" "$BASE_IMAGE"
 }
 
-# The tag: a hash of every file the build reads (.dockerignore's allow-list).
+# The tag: a hash of every file the Dockerfile copies (an edit to a test-bed script
+# does not rebuild the image).
 context_tag() {
   (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml README.md \
-      operator scripts image | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+      operator image scripts/lib.sh scripts/spark-jars.sh scripts/maven/spark-kafka \
+      | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
 build() {
@@ -86,8 +88,8 @@ build() {
       podman_here image prune -f >/dev/null  # the build stage's layers
       podman_here save --format docker-archive -o "$archive.partial" "$image"
       mv "$archive.partial" "$archive"
-      # One archive per tag would grow without bound: keep the newest three.
-      ls -t "$IMAGES"/onceflow-*.tar | tail -n +4 | xargs -r rm -f
+      # One archive per tag (1.6 GB) would grow without bound: keep the newest two.
+      ls -t "$IMAGES"/onceflow-*.tar | tail -n +3 | xargs -r rm -f
     fi
   fi
   emit "$image"
