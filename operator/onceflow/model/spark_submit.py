@@ -43,9 +43,7 @@ def submit_job_name(job: str) -> str:
     return f"{job}-driver"
 
 
-def submit_conf(
-    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
-) -> dict[str, str]:
+def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[str, str]:
     """Spark's Kubernetes settings for a driver running in this pod; ``$(POD_…)`` are
     expanded by the kubelet from the container's environment."""
     spec = job.spec
@@ -104,7 +102,7 @@ def submit_job(
     spec = job.spec
     name = job.metadata.name
     image = spec.image or image
-    conf = submit_conf(job, settings, image, spark_version)
+    conf = submit_conf(job, settings, image)
     arguments = ["--master", IN_CLUSTER_API, "--deploy-mode", "client", "--name", name]
     for key in sorted(conf):
         arguments += ["--conf", f"{key}={conf[key]}"]
