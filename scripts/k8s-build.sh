@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd from the Go module proxy, once per version.
+# Builds etcd and the Kubernetes binaries (the API server and kubectl, and the node's
+# kubelet, kube-scheduler, kube-controller-manager and kube-proxy) from the Go module
+# proxy, once per version.
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces staging modules with
 # local paths), so a throwaway wrapper module requires it and points every k8s.io
 # staging module at its published v0.Y.Z twin. Binaries are cached by version; a
@@ -12,8 +14,12 @@ BIN="$ONCEFLOW_CACHE/k8s/v$K8S_VERSION-etcd$ETCD_VERSION"
 export GOFLAGS="-mod=mod -buildvcs=false"
 mkdir -p "$BIN"
 
+COMMANDS=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager kube-proxy)
+
 build_kubernetes() {
-  [[ -x "$BIN/kube-apiserver" && -x "$BIN/kubectl" ]] && return 0
+  local cmd missing=0
+  for cmd in "${COMMANDS[@]}"; do [[ -x "$BIN/$cmd" ]] || missing=1; done
+  ((missing)) || return 0
   local work="$ONCEFLOW_CACHE/k8s/wrapper-$K8S_VERSION" minor="${K8S_VERSION#*.}"
   minor="${minor%%.*}"
   mkdir -p "$work"
@@ -26,13 +32,17 @@ build_kubernetes() {
     echo "require k8s.io/kubernetes v$K8S_VERSION"
     sed -nE 's#^\s*(k8s\.io/[a-z0-9-]+) => \./staging/.*#replace \1 => \1 v0.'"$minor.${K8S_VERSION##*.}"'#p' "$gomod"
   } >"$work/go.mod"
-  printf '//go:build tools\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >"$work/tools.go"
+  {
+    printf '//go:build tools\npackage tools\n\nimport (\n'
+    for cmd in "${COMMANDS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"; done
+    printf ')\n'
+  } >"$work/tools.go"
   (cd "$work" && go mod tidy)
   local ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  for cmd in kube-apiserver kubectl; do
+  for cmd in "${COMMANDS[@]}"; do
     [[ -x "$BIN/$cmd" ]] && continue
     log "building $cmd v$K8S_VERSION (cold: many minutes on 2 cores; Go's cache makes a retry resume)"
     (cd "$work" && go build -v -ldflags "$ldflags" -o "$BIN/$cmd.partial" "k8s.io/kubernetes/cmd/$cmd" 2>&1 \

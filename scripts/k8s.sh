@@ -3,15 +3,23 @@
 # There is no scheduler, controller-manager or kubelet: pods stay Pending unless the
 # test harness runs them, and owned objects are not garbage-collected. CRDs, status
 # subresources, finalizers, RBAC, watches and admission webhooks are all real.
+# scripts/node.sh runs a second one of these (K8S_CLUSTER, K8S_ADDRESS on the node
+# network) as the control plane of a cluster with a real node.
 source "$(dirname "$0")/lib.sh"
 stdout_is_value
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 K8S_PORT="${K8S_PORT:-16443}"
 ETCD_PORT="${ETCD_PORT:-12379}"
+K8S_CLUSTER="${K8S_CLUSTER:-k8s}"
+K8S_ADDRESS="${K8S_ADDRESS:-127.0.0.1}"
 BIN="$ONCEFLOW_CACHE/k8s/v$K8S_VERSION-etcd$ETCD_VERSION"
-DIR="$ONCEFLOW_STATE/k8s"
+DIR="$ONCEFLOW_STATE/$K8S_CLUSTER"
 KUBECONFIG_OUT="$ONCEFLOW_STATE/kubeconfig"
+[[ "$K8S_CLUSTER" == k8s ]] || KUBECONFIG_OUT="$DIR/kubeconfig"
+# The first address of the service range: what pods reach the API server at.
+SERVICE_CIDR=10.96.0.0/24
+API_SERVICE_IP=10.96.0.1
 
 ensure_binaries() {
   [[ -x "$BIN/kube-apiserver" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]] && return 0
@@ -26,7 +34,8 @@ write_pki() {
     -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
     -keyout "$pki/serving.key" -out "$pki/serving.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >"$pki/san.ext"
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:%s,DNS:localhost,DNS:kubernetes.default.svc\n' \
+    "$K8S_ADDRESS" "$API_SERVICE_IP" >"$pki/san.ext"
   openssl x509 -req -in "$pki/serving.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
     -days 3650 -extfile "$pki/san.ext" -out "$pki/serving.crt" 2>/dev/null
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
@@ -42,7 +51,7 @@ kind: Config
 clusters:
 - name: onceflow-testbed
   cluster:
-    server: https://127.0.0.1:$K8S_PORT
+    server: https://$K8S_ADDRESS:$K8S_PORT
     certificate-authority-data: $(base64 -w0 "$DIR/pki/ca.crt")
 users:
 - name: admin
@@ -76,11 +85,15 @@ start_etcd() {
 start_apiserver() {
   pid_alive "$DIR/apiserver.pid" && apiserver_ready && return 0
   stop_pidfile "$DIR/apiserver.pid" kube-apiserver
-  log "starting kube-apiserver v$K8S_VERSION on https://127.0.0.1:$K8S_PORT"
-  # The service range is bookkeeping only: nothing routes to it on this machine.
+  log "starting kube-apiserver v$K8S_VERSION on https://$K8S_ADDRESS:$K8S_PORT"
+  # On loopback the service range is bookkeeping only and pods get no service account
+  # token (nothing creates the accounts); on the node network kube-proxy routes the
+  # range and the controller-manager creates the accounts, as in any cluster.
+  local admission=(--disable-admission-plugins ServiceAccount)
+  [[ "$K8S_ADDRESS" == 127.* ]] || admission=()
   setsid "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$K8S_PORT" \
+    --bind-address "$K8S_ADDRESS" --advertise-address "$K8S_ADDRESS" --secure-port "$K8S_PORT" \
     --tls-cert-file "$DIR/pki/serving.crt" --tls-private-key-file "$DIR/pki/serving.key" \
     --client-ca-file "$DIR/pki/ca.crt" \
     --token-auth-file "$DIR/pki/tokens.csv" \
@@ -88,10 +101,11 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$DIR/pki/sa.pub" \
     --service-account-signing-key-file "$DIR/pki/sa.key" \
-    --service-cluster-ip-range 10.96.0.0/24 \
-    --disable-admission-plugins ServiceAccount \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    "${admission[@]}" \
     --allow-privileged=true \
     --cert-dir "$DIR/pki/generated" \
+    --kubelet-preferred-address-types InternalIP \
     >"$DIR/apiserver.log" 2>&1 </dev/null 3>&- &
   echo $! >"$DIR/apiserver.pid"
   if ! wait_for "kube-apiserver /readyz" 120 apiserver_ready; then

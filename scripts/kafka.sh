@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kafka.sh up|down|libs — a real single-node Apache Kafka broker (KRaft) on loopback.
+# kafka.sh up|down|libs|node-bootstrap — a real single-node Apache Kafka broker (KRaft)
+# on loopback, plus a listener on the node network (lib.sh) for pods where it exists.
 # Jars come from Maven Central through scripts/maven/kafka-broker (cached per version);
 # data and logs live in .onceflow/kafka/. `up` is idempotent and returns only when an
 # AdminClient can list topics, so callers never race the broker.
@@ -12,7 +13,9 @@ LIBS="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/libs"
 DIR="$ONCEFLOW_STATE/kafka"
 PIDFILE="$DIR/broker.pid"
 PYTHON="${PYTHON:-$ONCEFLOW_ROOT/.venv/bin/python}"
+KAFKA_NODE_PORT="${KAFKA_NODE_PORT:-$((KAFKA_PORT + 2))}"
 BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
+NODE_BOOTSTRAP="$NODE_IP:$KAFKA_NODE_PORT"
 
 fetch_libs() {
   [[ -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]] && return 0
@@ -25,13 +28,18 @@ fetch_libs() {
 
 write_config() {
   mkdir -p "$DIR/data"
+  local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT" advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+  if node_network_up; then
+    listeners+=",NODE://$NODE_BOOTSTRAP"; advertised+=",NODE://$NODE_BOOTSTRAP"
+  fi
   cat >"$DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=$advertised
+inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,NODE:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
 log.dirs=$DIR/data
 num.partitions=1
@@ -111,5 +119,8 @@ case "${1:-}" in
   down) stop_pidfile "$PIDFILE" kafka ;;
   libs) fetch_libs && emit "$LIBS" ;;
   status) pid_alive "$PIDFILE" && broker_ready && emit "$BOOTSTRAP" ;;
-  *) echo "usage: $0 up|down|status|libs" >&2; exit 2 ;;
+  # The address pods on the node network use; fails when the running broker has none.
+  node-bootstrap) pid_alive "$PIDFILE" && grep -q "NODE://$NODE_BOOTSTRAP" "$DIR/server.properties" \
+    && emit "$NODE_BOOTSTRAP" ;;
+  *) echo "usage: $0 up|down|status|libs|node-bootstrap" >&2; exit 2 ;;
 esac

@@ -47,3 +47,20 @@ stop_pidfile() {
   fi
   rm -f "$pidfile"
 }
+
+# The test bed's node network: a bridge with an address of its own inside this machine,
+# so a kubelet has a node IP that is not loopback (refused) and pods on the bridge reach
+# the broker and the API server without leaving the machine. The broker gets a listener
+# on it when the bridge can be made (root with CAP_NET_ADMIN); nothing routes outside.
+NODE_BRIDGE="${NODE_BRIDGE:-onceflow0}"
+NODE_IP="${NODE_IP:-10.217.0.1}"
+NODE_POD_CIDR="${NODE_POD_CIDR:-10.217.0.0/24}"
+
+# node_network_up: makes the bridge if it is missing; false where that is not permitted.
+node_network_up() {
+  if ! ip -br addr show "$NODE_BRIDGE" 2>/dev/null | grep -qw "$NODE_IP/${NODE_POD_CIDR#*/}"; then
+    { ip link show "$NODE_BRIDGE" || ip link add "$NODE_BRIDGE" type bridge; } >/dev/null 2>&1 || return 1
+    ip addr add "$NODE_IP/${NODE_POD_CIDR#*/}" dev "$NODE_BRIDGE" 2>/dev/null || return 1
+  fi
+  ip link set "$NODE_BRIDGE" up 2>/dev/null
+}
