@@ -7,8 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down spark-jars postgres-up postgres-down \
-        image testbed-deps lint typecheck imports check test demo clean
+.PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
+        postgres-up postgres-down image testbed-deps lint typecheck imports check test e2e-cluster \
+        demo clean
 
 install: $(STAMP)
 
@@ -31,6 +32,13 @@ k8s-up:
 k8s-down:
 	@bash scripts/k8s.sh down
 
+# A second cluster whose pods really run (kubelet, containerd, runc; needs root).
+# Start Kafka first: it listens on the node network only if started after the bridge.
+node-up: kafka-up
+	@bash scripts/node.sh up
+node-down:
+	@bash scripts/node.sh down
+
 spark-jars: install
 	@bash scripts/spark-jars.sh
 
@@ -48,7 +56,8 @@ image:
 testbed-deps: install
 	@bash scripts/kafka.sh libs >/dev/null
 	@bash scripts/spark-jars.sh >/dev/null
-	@bash scripts/k8s.sh bin >/dev/null
+	@bash scripts/k8s-build.sh >/dev/null
+	@bash scripts/node.sh deps
 	@bash scripts/helm.sh >/dev/null
 	@bash scripts/image.sh build >/dev/null
 
@@ -69,6 +78,10 @@ test: testbed-deps check
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
+# Every fault of the real-node end-to-end test (make test runs a short list).
+e2e-cluster: testbed-deps
+	@ONCEFLOW_NODE_FAULTS=full $(BIN)/pytest tests/e2e/test_real_node.py $(PYTEST_ARGS)
+
 crds: install
 	$(BIN)/onceflow crds crds
 	rm -rf helm/onceflow/files/crds && $(BIN)/onceflow crds helm/onceflow/files/crds
@@ -77,6 +90,7 @@ demo: install spark-jars
 	@bash scripts/demo.sh
 
 clean:
+	-bash scripts/node.sh down
 	-bash scripts/kafka.sh down
 	-bash scripts/k8s.sh down
 	-bash scripts/postgres.sh down

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# kafka.sh up|down|libs|node-bootstrap — a real single-node Apache Kafka broker (KRaft)
-# on loopback, plus a listener on the node network (lib.sh) for pods where it exists.
+# kafka.sh up|down|libs|node-bootstrap|node-client — a real single-node Apache Kafka
+# broker (KRaft) on loopback, plus a listener on the node network (lib.sh) for pods
+# where it exists. That one is what a managed Kafka looks like: SASL (PLAIN) over TLS
+# with a CA of the test bed's own; `node-client` prints the path of the librdkafka
+# settings a client needs there (a Pipeline's auth Secret, key per setting).
 # Jars come from Maven Central through scripts/maven/kafka-broker (cached per version);
 # data and logs live in .onceflow/kafka/. `up` is idempotent and returns only when an
 # AdminClient can list topics, so callers never race the broker.
@@ -26,11 +29,45 @@ fetch_libs() {
   rm -rf "$LIBS" && mv "$LIBS.partial" "$LIBS"
 }
 
+# The node listener's CA, certificate (for the node's address) and one SASL user.
+write_node_tls() {
+  local tls="$DIR/tls"
+  [[ -f "$DIR/node-client.json" ]] && return 0
+  mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=onceflow-testbed-kafka-ca" \
+    -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kafka" -keyout "$tls/broker.key" \
+    -out "$tls/broker.csr" 2>/dev/null
+  printf 'subjectAltName=IP:%s\n' "$NODE_IP" >"$tls/san.ext"
+  openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+    -days 3650 -extfile "$tls/san.ext" -out "$tls/broker.crt" 2>/dev/null
+  # Kafka's PEM key store: an unencrypted PKCS#8 key, then the certificate chain.
+  cat "$tls/broker.key" "$tls/broker.crt" >"$tls/broker.pem"
+  openssl rand -hex 16 >"$tls/password"
+  "$PYTHON" - "$tls" "$DIR/node-client.json" <<'PY'
+import json, pathlib, sys
+tls = pathlib.Path(sys.argv[1])
+pathlib.Path(sys.argv[2]).write_text(json.dumps({
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "onceflow",
+    "sasl.password": (tls / "password").read_text().strip(),
+    "ssl.ca.pem": (tls / "ca.crt").read_text(),
+}, indent=2))
+PY
+}
+
 write_config() {
   mkdir -p "$DIR/data"
   local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT" advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+  local node_settings=""
   if node_network_up; then
+    write_node_tls
     listeners+=",NODE://$NODE_BOOTSTRAP"; advertised+=",NODE://$NODE_BOOTSTRAP"
+    node_settings="listener.name.node.ssl.keystore.type=PEM
+listener.name.node.ssl.keystore.location=$DIR/tls/broker.pem
+listener.name.node.sasl.enabled.mechanisms=PLAIN
+listener.name.node.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_onceflow=\"$(cat "$DIR/tls/password")\";"
   fi
   cat >"$DIR/server.properties" <<PROPS
 process.roles=broker,controller
@@ -39,7 +76,8 @@ listeners=$listeners,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
 advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,NODE:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,NODE:SASL_SSL,CONTROLLER:PLAINTEXT
+$node_settings
 controller.quorum.bootstrap.servers=127.0.0.1:$KAFKA_CONTROLLER_PORT
 log.dirs=$DIR/data
 num.partitions=1
@@ -122,5 +160,6 @@ case "${1:-}" in
   # The address pods on the node network use; fails when the running broker has none.
   node-bootstrap) pid_alive "$PIDFILE" && grep -q "NODE://$NODE_BOOTSTRAP" "$DIR/server.properties" \
     && emit "$NODE_BOOTSTRAP" ;;
-  *) echo "usage: $0 up|down|status|libs|node-bootstrap" >&2; exit 2 ;;
+  node-client) [[ -f "$DIR/node-client.json" ]] && emit "$DIR/node-client.json" ;;
+  *) echo "usage: $0 up|down|status|libs|node-bootstrap|node-client" >&2; exit 2 ;;
 esac

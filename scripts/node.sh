@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# node.sh up|down|status|load IMAGE — a cluster with a real node, next to the API-only
+# node.sh up|down|status|deps|load IMAGE|kill ID|tag IMAGE NEW — a cluster with a real node, next to the API-only
 # test bed: its own etcd + kube-apiserver (scripts/k8s.sh on the node network),
 # kube-controller-manager, kube-scheduler, kube-proxy, and a kubelet running pods in
 # containers through Debian's containerd and runc, with CNI's bridge plugin on the node
@@ -204,8 +204,14 @@ load() {
 
 case "${1:-}" in
   up) up ;;
+  # What `up` needs on disk (Debian packages, the binaries); nothing without root.
+  deps) if [[ $EUID -eq 0 ]]; then require; else log "not root: no real node here"; fi ;;
   down) down ;;
   status) status ;;
   load) load "${2:?usage: $0 load IMAGE}" ;;
-  *) echo "usage: $0 up|down|status|load IMAGE" >&2; exit 2 ;;
+  # kill CONTAINER_ID: SIGKILL, below the kubelet (a crash; the kubelet restarts it).
+  kill) ctr_ tasks kill -s SIGKILL "${2:?usage: $0 kill CONTAINER_ID}" ;;
+  # tag IMAGE NEW: another name for a loaded image (an upgrade to a "new" tag).
+  tag) ctr_ images tag --force "${2:?usage: $0 tag IMAGE NEW}" "${3:?usage: $0 tag IMAGE NEW}" >/dev/null ;;
+  *) echo "usage: $0 up|down|status|deps|load IMAGE|kill CONTAINER_ID|tag IMAGE NEW" >&2; exit 2 ;;
 esac

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.node import Node
 from tests.support.testbed import ScriptedService, spark_jars
 
 if TYPE_CHECKING:
@@ -38,6 +39,17 @@ def kafka_bootstrap() -> Iterator[str]:
 def kubeconfig() -> Iterator[str]:
     """Path of a kubeconfig for a real kube-apiserver (admin token)."""
     yield from _service("k8s.sh")
+
+
+@pytest.fixture(scope="session")
+def real_node(kafka_bootstrap: str) -> Iterator[Node]:
+    """A cluster whose pods really run in containers (scripts/node.sh). The broker is
+    started first: it listens on the node network only if it starts after the bridge
+    can be made."""
+    if os.geteuid() != 0:
+        pytest.skip("the real node needs root (containerd, kubelet, iptables)")
+    for kubeconfig in _service("node.sh"):
+        yield Node(kubeconfig)
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ from onceflow.api.spark import SparkJobSettings
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
 from onceflow.spark.job import CHAOS_EXIT_CODE
+from tests.support.checkpoint import batch_in_flight
 from tests.support.kafka import new_topic
 from tests.support.testbed import ROOT, spark_jars
 
@@ -108,16 +109,6 @@ def _die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir:
     return batch
 
 
-def _batch_in_flight(checkpoint: Path) -> bool:
-    """A batch is planned (in the offset log) but not committed (in the commit log)."""
-
-    def last(log: str) -> int:
-        ids = [int(p.name) for p in (checkpoint / log).glob("[0-9]*")]
-        return max(ids, default=-1)
-
-    return last("offsets") > last("commits")
-
-
 def _kill_drivers(settings: SparkJobSettings, workdir: Path, seed: int) -> int:
     """SIGKILLs ``KILLS`` drivers at random moments; returns how many of the kills
     landed inside a batch (the ones that make the next driver replay it)."""
@@ -130,11 +121,11 @@ def _kill_drivers(settings: SparkJobSettings, workdir: Path, seed: int) -> int:
         # Then aim: a short batch (Postgres writes fast) is rarely hit by chance, so
         # strike when one is planned and not yet committed, if that comes soon.
         deadline = time.monotonic() + 5
-        while not _batch_in_flight(checkpoint) and time.monotonic() < deadline:
+        while not batch_in_flight(checkpoint) and time.monotonic() < deadline:
             time.sleep(0.01)
         driver.send_signal(signal.SIGKILL)
         driver.wait(30)
-        inside += _batch_in_flight(checkpoint)
+        inside += batch_in_flight(checkpoint)
     return inside
 
 

@@ -31,6 +31,14 @@ def test_sasl_scram_over_tls_becomes_a_jaas_line_and_a_pem_truststore() -> None:
     }
 
 
+def test_an_inline_ca_becomes_inline_truststore_certificates() -> None:
+    java = java_kafka_settings({"ssl.ca.pem": "-----BEGIN CERTIFICATE-----"}, FILES.__getitem__)
+    assert java == {
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
+    }
+
+
 def test_a_client_certificate_goes_inline_as_a_pem_keystore() -> None:
     java = java_kafka_settings(
         {
@@ -50,6 +58,7 @@ def test_a_client_certificate_goes_inline_as_a_pem_keystore() -> None:
         ({"sasl.kerberos.keytab": "/k/keytab"}, "sasl.kerberos.keytab"),
         ({"sasl.mechanism": "OAUTHBEARER", "sasl.username": "u"}, "OAUTHBEARER"),
         ({"ssl.certificate.location": "/k/client.crt"}, "ssl.key.location"),
+        ({"ssl.ca.location": "/k/ca.crt", "ssl.ca.pem": "PEM"}, "keep one"),
     ],
 )
 def test_what_cannot_be_translated_is_refused_by_name(settings: dict[str, str], named: str) -> None:

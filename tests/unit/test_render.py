@@ -56,6 +56,10 @@ def test_spark_submit_renders_a_job_whose_pod_is_the_driver() -> None:
     (container,) = pod["containers"]
     args = container["args"]
     assert args[args.index("--deploy-mode") + 1] == "client"
+    master = args[args.index("--master") + 1]
+    assert master == "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)", (
+        "the API server by the address the kubelet gives: no cluster DNS needed"
+    )
     conf = dict(a.split("=", 1) for a in args[1::2] if "=" in a)
     assert conf["spark.onceflow.kafka.isolation.level"] == "read_committed"
     assert conf["spark.speculation"] == "false"
@@ -117,6 +121,12 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
         "requests": {"cpu": "2", "memory": "2867Mi"},
         "limits": {"memory": "2867Mi"},
     }
+    for document in documents:
+        if document and document["kind"] == "SparkJob":
+            document["spec"]["sparkConf"] = {"spark.kubernetes.driver.request.cores": "500m"}
+    (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
+    (driver,) = job["spec"]["template"]["spec"]["containers"]
+    assert driver["resources"]["requests"]["cpu"] == "500m", "Spark's own key for a smaller request"
 
 
 def test_the_pipelines_kafka_secret_reaches_the_spark_driver_and_executors() -> None:

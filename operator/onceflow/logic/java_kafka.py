@@ -32,6 +32,7 @@ HANDLED = frozenset(
         "sasl.username",
         "sasl.password",
         "ssl.ca.location",
+        "ssl.ca.pem",
         "ssl.certificate.location",
         "ssl.key.location",
     }
@@ -58,9 +59,17 @@ def java_kafka_settings(librdkafka: Mapping[str, str], read_file: ReadFile) -> d
     java = {k: v for k, v in settings.items() if k in SAME_NAME}
     if "sasl.username" in settings or "sasl.password" in settings:
         java["sasl.jaas.config"] = _jaas(settings)
+    if "ssl.ca.location" in settings and "ssl.ca.pem" in settings:
+        raise UntranslatableKafkaSettingError(
+            "ssl.ca.location and ssl.ca.pem both name the CA: keep one (ssl.ca.pem also "
+            "works for the operator, which mounts no file)"
+        )
     if "ssl.ca.location" in settings:
         java["ssl.truststore.type"] = "PEM"
         java["ssl.truststore.location"] = settings["ssl.ca.location"]
+    if "ssl.ca.pem" in settings:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.certificates"] = settings["ssl.ca.pem"]
     if "ssl.certificate.location" in settings or "ssl.key.location" in settings:
         if not ("ssl.certificate.location" in settings and "ssl.key.location" in settings):
             raise UntranslatableKafkaSettingError(

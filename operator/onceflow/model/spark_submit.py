@@ -32,7 +32,11 @@ from onceflow.model.spark_app import (
 )
 
 DRIVER_MAIN = "/opt/onceflow/spark-main.py"
-IN_CLUSTER_API = "k8s://https://kubernetes.default.svc"
+# The API server by the address the kubelet gives every container (expanded like
+# $(POD_IP)), not by name: a cluster without cluster DNS, or a pod whose DNS policy
+# does not resolve cluster names, still reaches it; the serving certificate names the
+# service's IP in every conformant cluster.
+IN_CLUSTER_API = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # A streaming query restarts from its checkpoint as often as it fails (the Spark
 # operator path's restartPolicy Always); the Job's backoff still spaces the restarts.
@@ -80,14 +84,19 @@ MIN_MEMORY_OVERHEAD_MIB = 384
 UNIT_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 
-def driver_resources(cores: int, memory: str) -> Manifest:
+# Spark's own key for a CPU request below the driver's cores (e.g. "500m"), which Spark
+# honours for the driver pods it creates; here the driver pod is ours, so we do.
+DRIVER_REQUEST_CORES = "spark.kubernetes.driver.request.cores"
+
+
+def driver_resources(cpu: str, memory: str) -> Manifest:
     """Requests and a memory limit for the driver pod of a spark-submit Job, so it is
     never BestEffort (first evicted) and holds what spark-submit will start."""
     unit = memory[-1] if memory[-1] in UNIT_MIB else "m"  # Spark: a bare number is MiB
     heap_mib = float(memory.rstrip("kmgt")) * UNIT_MIB[unit]
     total = int(heap_mib + max(MIN_MEMORY_OVERHEAD_MIB, heap_mib * MEMORY_OVERHEAD_FACTOR))
     return {
-        "requests": {"cpu": str(cores), "memory": f"{total}Mi"},
+        "requests": {"cpu": cpu, "memory": f"{total}Mi"},
         "limits": {"memory": f"{total}Mi"},
     }
 
@@ -147,7 +156,10 @@ def submit_job(
                                 _from_field("POD_NAME", "metadata.name"),
                                 _from_field("POD_IP", "status.podIP"),
                             ],
-                            "resources": driver_resources(spec.driver.cores, spec.driver.memory),
+                            "resources": driver_resources(
+                                spec.spark_conf.get(DRIVER_REQUEST_CORES, str(spec.driver.cores)),
+                                spec.driver.memory,
+                            ),
                             "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
                             "volumeMounts": mounts,
                         }

@@ -1,0 +1,358 @@
+"""Onceflow as a user runs it, on the test bed's real node: `helm install` the chart
+with the image built here, `kubectl apply` a pipeline (a source and a Spark job with
+`submitter: spark-submit`, its driver and executors real pods) into a namespace that
+enforces Pod Security "restricted", break things while it runs, and audit both topics.
+The pods reach Kafka only through SASL PLAIN over TLS with the Pipeline's auth Secret,
+so the operator's fencing, the tasks, Spark's (Java) reader and the exactly-once sink
+all prove they are given the credentials, in the words their client understands.
+
+`make test` runs the short fault list; `make e2e-cluster` (ONCEFLOW_NODE_FAULTS=full)
+runs every fault: also a task container killed under the kubelet, the active operator
+deleted while a new task generation is being fenced, an executor killed, and a
+`helm upgrade` to another operator image tag.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.logic.audit import audit_sequences
+from tests.support.checkpoint import batch_in_flight
+from tests.support.node import (
+    Node,
+    load_image,
+    node_kafka_bootstrap,
+    node_kafka_client,
+    tag_image,
+)
+from tests.support.testbed import ROOT, onceflow_image
+
+pytestmark = [pytest.mark.node, pytest.mark.image, pytest.mark.kafka, pytest.mark.timeout(2400)]
+
+FULL = os.environ.get("ONCEFLOW_NODE_FAULTS") == "full"
+STREAMS = 2
+LIMIT = 50_000 if FULL else 20_000  # per stream; the source writes ~300 records/s
+# Spark copies at most BATCH records per 2 s trigger, slower than the source writes:
+# the job has batches in flight from its first record until well after the source ends.
+BATCH = 500
+CHART = ROOT / "helm" / "onceflow"
+TASKS = "onceflow.io/source"
+DRIVER = "spark-role=driver"
+EXECUTOR = "spark-role=executor"
+TEST_LABEL = ("onceflow-test", "real-node")  # on this test's namespaces
+
+
+@dataclass
+class Run:
+    """One pipeline on the node, and what the test saw of it."""
+
+    node: Node
+    kafka: str  # the test's own (loopback) address of the broker
+    namespace: str
+    operator_namespace: str
+    release: str
+    image: str
+    name: str = field(default_factory=lambda: f"n{uuid.uuid4().hex[:6]}")
+    faults: list[str] = field(default_factory=list)
+
+    @property
+    def source_topic(self) -> str:
+        return f"{self.name}.counts"
+
+    @property
+    def sink_topic(self) -> str:
+        return f"{self.name}.copied"
+
+    @property
+    def checkpoint(self) -> Path:
+        """The job's checkpoint claim, a hostPath volume: the test reads it as it runs."""
+        return Path("/var/lib/onceflow-test-checkpoints") / self.namespace
+
+    def committed(self, topic: str) -> int:
+        try:
+            pairs, _ = read_sequences(
+                self.kafka, topic, key_field="stream", seq_field="seq", timeout_s=20
+            )
+        except LookupError:  # not created yet
+            return 0
+        return len(pairs)
+
+    def wait(self, what: str, check: Callable[[], bool], timeout_s: float = 600) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout_s:
+            if check():
+                return time.monotonic() - started
+            time.sleep(0.5)
+        events = self.node.kubectl("get", "events", "-n", self.namespace, check=False)
+        raise AssertionError(f"timed out waiting for {what}; events:\n{events[-4000:]}")
+
+
+def _manifests(run: Run, bootstrap: str) -> list[dict[str, Any]]:
+    checkpoint = run.checkpoint
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    os.chown(checkpoint, 65532, 65532)  # the image's user; a hostPath has no fsGroup
+    meta = {"namespace": run.namespace}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{run.namespace}-checkpoint"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "claimRef": {"namespace": run.namespace, "name": "copier-checkpoint"},
+                "hostPath": {"path": str(checkpoint), "type": "Directory"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "copier-checkpoint", **meta},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": f"{run.namespace}-checkpoint",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "kafka-auth", **meta},
+            "stringData": node_kafka_client(),
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": "quickstart", **meta},
+            "spec": {
+                "kafka": {"bootstrapServers": bootstrap, "authSecretRef": {"name": "kafka-auth"}},
+                "exactlyOnce": "enabled",
+            },
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "KafkaSource",
+            "metadata": {"name": "counter", **meta},
+            "spec": {
+                "pipeline": "quickstart",
+                "topic": run.source_topic,
+                "tasksMax": 1,
+                "exactlyOnceSupport": "required",
+                "connector": {
+                    "type": "sequence",
+                    "config": {
+                        "streams": STREAMS,
+                        "limit": LIMIT,
+                        "batchSize": 50,
+                        "pollIntervalMs": 100,
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "SparkJob",
+            "metadata": {"name": "copier", **meta},
+            "spec": {
+                "pipeline": "quickstart",
+                "submitter": "spark-submit",
+                "input": {"sources": ["counter"], "maxOffsetsPerTrigger": BATCH},
+                "transform": {"sql": "SELECT key, value FROM input"},
+                "sink": {"kafka": {"topic": run.sink_topic, "partitions": 2}},
+                "checkpoint": {"pvc": "copier-checkpoint"},
+                "trigger": {"processingTime": "2s"},
+                "driver": {"memory": "768m"},
+                "executor": {"instances": 1, "memory": "768m"},
+                # Two cores on the node: Spark's own keys for requests below a core.
+                "sparkConf": {
+                    "spark.kubernetes.driver.request.cores": "250m",
+                    "spark.kubernetes.executor.request.cores": "250m",
+                },
+            },
+        },
+    ]
+
+
+@pytest.fixture
+def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
+    image = onceflow_image()
+    load_image(image)
+    suffix = uuid.uuid4().hex[:6]
+    run = Run(
+        node=real_node,
+        kafka=kafka_bootstrap,
+        namespace=f"pipes-{suffix}",
+        # A user's names: CRDs outlive `helm uninstall` and belong to their release.
+        operator_namespace="onceflow-system",
+        release="onceflow",
+        image=image,
+    )
+    # A reused node may hold what an interrupted run left: it would compete for 2 cores.
+    real_node.kubectl("delete", "namespace", "-l", "=".join(TEST_LABEL), "--wait=false")
+    real_node.helm("uninstall", run.release, "-n", run.operator_namespace, "--ignore-not-found")
+    real_node.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": run.namespace,
+                "labels": {
+                    TEST_LABEL[0]: TEST_LABEL[1],
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            },
+        }
+    )
+    repository, tag = image.rsplit(":", 1)
+    real_node.helm(
+        "install", run.release, str(CHART), "-n", run.operator_namespace, "--create-namespace",
+        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+        "--set", "image.pullPolicy=Never",
+        "--set", f"spark.serviceAccount.namespaces={{{run.namespace}}}",
+        "--set", "operator.peeringLifetimeSeconds=15",
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    try:
+        yield run
+    finally:
+        real_node.kubectl("delete", "namespace", run.namespace, "--wait=false", check=False)
+        real_node.kubectl("delete", "pv", f"{run.namespace}-checkpoint", check=False)
+        real_node.helm("uninstall", run.release, "-n", run.operator_namespace)
+
+
+def _active_operator(run: Run) -> str:
+    """The pod of the replica kopf's peering made active (the highest priority)."""
+    peering = yaml.safe_load(
+        run.node.kubectl("get", "clusterkopfpeering", "onceflow", "-o", "yaml")
+    )
+    peers = peering.get("status") or {}
+    best = max(peers.items(), key=lambda item: item[1]["priority"])[0]
+    pods = run.node.running_pods(run.operator_namespace, "app.kubernetes.io/name=onceflow")
+    (pod,) = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] in best]
+    return pod
+
+
+def _source_enabled(run: Run) -> bool:
+    """The rollout reached `enabled` and that generation's tasks are ready."""
+    status = run.node.get("kafkasources", run.namespace)[0].get("status") or {}
+    ready = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
+    return status.get("mode") == "enabled" and bool(ready) and ready[0]["status"] == "True"
+
+
+def _fault_on_the_source(run: Run) -> None:
+    total = STREAMS * LIMIT
+    run.wait("the source to run exactly-once", lambda: _source_enabled(run), 300)
+    (task,) = run.node.wait_for_pods(run.namespace, TASKS)  # the enabled generation's
+    before = run.committed(run.source_topic)
+    run.node.kubectl("delete", "pod", task["metadata"]["name"], "-n", run.namespace)
+    run.faults.append(f"deleted task pod {task['metadata']['name']} at {before}/{total}")
+    assert before < total, "the task pod was deleted after the source had finished"
+    (replaced,) = run.node.wait_for_pods(run.namespace, TASKS)
+    assert replaced["metadata"]["uid"] != task["metadata"]["uid"]
+    if FULL:
+        (task,) = run.node.wait_for_pods(run.namespace, TASKS)
+        before = run.committed(run.source_topic)
+        run.node.kill_container(task)
+        run.faults.append(f"killed a task container at {before}/{total}")
+        assert before < total, "the task container was killed after the source had finished"
+        _operator_lost_while_fencing(run)
+
+
+def _operator_lost_while_fencing(run: Run) -> None:
+    """A spec change starts a new task generation (fence, then new pods); the active
+    operator is deleted at once, and the standby must finish the step."""
+    active = _active_operator(run)
+    run.node.kubectl(
+        "patch", "kafkasource", "counter", "-n", run.namespace, "--type=merge",
+        "-p", '{"spec": {"connector": {"config": {"pollIntervalMs": 90}}}}',
+    )  # fmt: skip
+    run.node.force_delete(run.operator_namespace, active)
+    run.faults.append(f"deleted the active operator {active} as a new generation began")
+
+
+def _fault_on_the_driver(run: Run) -> None:
+    """The driver pod lost (the Job starts another on the same checkpoint claim), then
+    the driver's container SIGKILLed inside a batch (restarted in place), retried until
+    a kill leaves a planned batch uncommitted in the checkpoint."""
+    total = STREAMS * LIMIT
+    run.wait("a first committed batch", lambda: run.committed(run.sink_topic) >= BATCH)
+    (driver,) = run.node.wait_for_pods(run.namespace, DRIVER)
+    if FULL:
+        (executor, *_) = run.node.wait_for_pods(run.namespace, EXECUTOR)
+        run.node.force_delete(run.namespace, executor["metadata"]["name"])
+        run.faults.append(f"deleted executor pod {executor['metadata']['name']}")
+    before = run.committed(run.sink_topic)
+    run.node.force_delete(run.namespace, driver["metadata"]["name"])
+    run.faults.append(f"deleted the driver pod at {before}/{total}")
+    (driver,) = run.node.wait_for_pods(run.namespace, DRIVER, timeout_s=600)
+    run.wait("the new driver's first batch", lambda: run.committed(run.sink_topic) > before)
+    for _ in range(5):
+        before = run.committed(run.sink_topic)
+        deadline = time.monotonic() + 10
+        while not batch_in_flight(run.checkpoint) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        run.node.kill_container(driver)
+        if batch_in_flight(run.checkpoint):  # planned, never committed: to be replayed
+            run.faults.append(f"SIGKILLed the driver inside a batch at {before}/{total}")
+            break
+        (driver,) = run.node.wait_for_pods(run.namespace, DRIVER, timeout_s=600)
+    else:
+        raise AssertionError("five driver kills, none inside a batch")
+    assert before < total, "the driver was killed after the job had copied everything"
+
+
+def _upgrade_the_operator(run: Run) -> None:
+    """`helm upgrade` to another image tag: the operator pods roll, the pipeline runs on."""
+    retagged = f"{run.image}-upgrade"
+    tag_image(run.image, retagged)
+    run.node.helm(
+        "upgrade", run.release, str(CHART), "-n", run.operator_namespace, "--reuse-values",
+        "--set", f"image.tag={retagged.rsplit(':', 1)[1]}", "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    run.faults.append("helm upgrade to another operator image tag")
+
+
+def _audit(run: Run, topic: str) -> None:
+    pairs, unparsable = read_sequences(run.kafka, topic, key_field="stream", seq_field="seq")
+    report = audit_sequences(
+        pairs, expect=LIMIT, expected_keys=[f"s{i}" for i in range(STREAMS)], unparsable=unparsable
+    )
+    assert report.ok, (topic, report, run.faults)
+
+
+def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults(run: Run) -> None:
+    total = STREAMS * LIMIT
+    started = time.monotonic()
+    run.node.apply(*_manifests(run, node_kafka_bootstrap()))
+    first = run.wait("a first source record", lambda: run.committed(run.source_topic) > 0)
+    print(f"apply -> first record committed by the source: {first:.0f} s")
+    _fault_on_the_source(run)
+    run.wait("a first copied record", lambda: run.committed(run.sink_topic) > 0)
+    print(f"apply -> first record copied by Spark: {time.monotonic() - started:.0f} s")
+    _fault_on_the_driver(run)
+    if FULL:
+        _upgrade_the_operator(run)
+    run.wait("the source to finish", lambda: run.committed(run.source_topic) >= total, 900)
+    run.wait("the copy to finish", lambda: run.committed(run.sink_topic) >= total, 900)
+    print(f"faults: {run.faults}; whole run {time.monotonic() - started:.0f} s")
+    _audit(run, run.source_topic)
+    _audit(run, run.sink_topic)
+    # Pod Security "restricted" is enforced there: every pod that ran was admitted by it.
+    for selector in (TASKS, DRIVER, EXECUTOR):
+        pods = run.node.get("pods", run.namespace, selector)
+        assert pods, selector
+        for pod in pods:
+            assert pod["spec"]["securityContext"]["runAsNonRoot"] is True

@@ -1,0 +1,16 @@
+"""What a Structured Streaming checkpoint says about the batch a driver is running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def batch_in_flight(checkpoint: Path) -> bool:
+    """A batch is planned (in the offset log) but not committed (in the commit log):
+    a driver killed now leaves it for the next one to replay."""
+
+    def last(log: str) -> int:
+        ids = [int(p.name) for p in (checkpoint / log).glob("[0-9]*")]
+        return max(ids, default=-1)
+
+    return last("offsets") > last("commits")

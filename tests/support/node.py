@@ -1,0 +1,101 @@
+"""The test bed's cluster with a real node (``scripts/node.sh``): what a test needs to
+drive it as a user would (kubectl, helm) and to inject faults below Kubernetes
+(killing a container the way the kernel's OOM killer or a crash would)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.testbed import ROOT, helm, kubectl
+
+
+def _script(*args: str) -> str:
+    out = subprocess.run(
+        ["bash", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=900
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return out.stdout.strip()
+
+
+def node_kafka_bootstrap() -> str:
+    """The broker's listener on the node network (pods cannot reach loopback)."""
+    return _script("scripts/kafka.sh", "node-bootstrap")
+
+
+def node_kafka_client() -> dict[str, str]:
+    """librdkafka settings for that listener (SASL PLAIN over TLS, the test bed's CA):
+    the keys of a Pipeline's auth Secret."""
+    settings: dict[str, str] = json.loads(
+        Path(_script("scripts/kafka.sh", "node-client")).read_text()
+    )
+    return settings
+
+
+def load_image(image: str) -> None:
+    """Imports an image built by scripts/image.sh into the node's containerd."""
+    _script("scripts/node.sh", "load", image)
+
+
+def tag_image(image: str, new: str) -> None:
+    """Another name for a loaded image, as if a new version had been pushed."""
+    _script("scripts/node.sh", "tag", image, new)
+
+
+@dataclass(frozen=True)
+class Node:
+    kubeconfig: str
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        return kubectl(self.kubeconfig, *args, stdin=stdin, check=check).stdout
+
+    def helm(self, *args: str) -> str:
+        out = helm(self.kubeconfig, *args, check=False)
+        if out.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args[:2])} failed:\n{out.stderr[-3000:]}")
+        return out.stdout
+
+    def apply(self, *documents: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
+
+    def get(self, kind: str, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        args = ["get", kind, "-n", namespace, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        items: list[dict[str, Any]] = json.loads(self.kubectl(*args))["items"]
+        return items
+
+    def running_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return [
+            pod
+            for pod in self.get("pods", namespace, selector)
+            if pod["status"].get("phase") == "Running"
+            and "deletionTimestamp" not in pod["metadata"]
+            and all(c.get("ready") for c in pod["status"].get("containerStatuses", []))
+        ]
+
+    def wait_for_pods(
+        self, namespace: str, selector: str, count: int = 1, timeout_s: float = 300
+    ) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pods = self.running_pods(namespace, selector)
+            if len(pods) >= count:
+                return pods
+            time.sleep(1)
+        described = self.kubectl("describe", "pods", "-n", namespace, "-l", selector, check=False)
+        raise AssertionError(f"no {count} running pods for {selector}:\n{described[-4000:]}")
+
+    def force_delete(self, namespace: str, pod: str) -> None:
+        """The pod is gone at once, its containers killed (a node loss, a `kill -9`)."""
+        self.kubectl("delete", "pod", pod, "-n", namespace, "--grace-period=0", "--force")
+
+    def kill_container(self, pod: dict[str, Any]) -> None:
+        """SIGKILLs the pod's first container in containerd; the kubelet restarts it."""
+        container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        _script("scripts/node.sh", "kill", container_id)
