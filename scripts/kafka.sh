@@ -43,8 +43,8 @@ write_node_tls() {
     -days 3650 -extfile "$tls/san.ext" -out "$tls/broker.crt" 2>/dev/null
   # Kafka's PEM key store: an unencrypted PKCS#8 key, then the certificate chain.
   cat "$tls/broker.key" "$tls/broker.crt" >"$tls/broker.pem"
-  openssl rand -hex 16 >"$tls/password"
-  "$PYTHON" - "$tls" "$DIR/node-client.json" <<'PY'
+  (umask 077 && openssl rand -hex 16 >"$tls/password")
+  (umask 077 && "$PYTHON" - "$tls" "$DIR/node-client.json") <<'PY'
 import json, pathlib, sys
 tls = pathlib.Path(sys.argv[1])
 pathlib.Path(sys.argv[2]).write_text(json.dumps({
@@ -126,8 +126,13 @@ AdminClient({"bootstrap.servers": sys.argv[1], "socket.timeout.ms": 2000}).list_
 PY
 }
 
+# A broker started before the node network could exist lacks its listener: restarted.
+missing_node_listener() {
+  node_network_up && ! grep -q "NODE://$NODE_BOOTSTRAP" "$DIR/server.properties" 2>/dev/null
+}
+
 up() {
-  if pid_alive "$PIDFILE" && broker_ready; then
+  if pid_alive "$PIDFILE" && broker_ready && ! missing_node_listener; then
     log "Kafka already running"; emit "$BOOTSTRAP"; return 0
   fi
   stop_pidfile "$PIDFILE" kafka
@@ -158,8 +163,10 @@ case "${1:-}" in
   libs) fetch_libs && emit "$LIBS" ;;
   status) pid_alive "$PIDFILE" && broker_ready && emit "$BOOTSTRAP" ;;
   # The address pods on the node network use; fails when the running broker has none.
-  node-bootstrap) pid_alive "$PIDFILE" && grep -q "NODE://$NODE_BOOTSTRAP" "$DIR/server.properties" \
-    && emit "$NODE_BOOTSTRAP" ;;
+  node-bootstrap)
+    pid_alive "$PIDFILE" && grep -q "NODE://$NODE_BOOTSTRAP" "$DIR/server.properties" \
+      || { log "no broker with a node listener: run kafka.sh up as root"; exit 1; }
+    emit "$NODE_BOOTSTRAP" ;;
   node-client) [[ -f "$DIR/node-client.json" ]] && emit "$DIR/node-client.json" ;;
   *) echo "usage: $0 up|down|status|libs|node-bootstrap|node-client" >&2; exit 2 ;;
 esac

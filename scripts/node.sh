@@ -26,12 +26,15 @@ PAUSE_IMAGE="localhost/onceflow-pause:1"
 CLUSTER=(env K8S_CLUSTER=cluster K8S_ADDRESS="$NODE_IP" K8S_PORT="$NODE_K8S_PORT"
   ETCD_PORT="$NODE_ETCD_PORT" K8S_VERSION="$K8S_VERSION" ETCD_VERSION="$ETCD_VERSION"
   bash "$ONCEFLOW_ROOT/scripts/k8s.sh")
+CLUSTER_KUBECONFIG="$ONCEFLOW_STATE/cluster/kubeconfig"  # what k8s.sh writes for K8S_CLUSTER=cluster
 COMPONENTS=(kube-proxy kube-scheduler kube-controller-manager kubelet containerd)
 
 require() {
   [[ $EUID -eq 0 ]] || { log "the node needs root (containerd, kubelet, iptables)"; return 1; }
   local missing=()
-  for tool in containerd runc iptables conntrack; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  for tool in containerd runc iptables conntrack; do
+    PATH="$PATH:/usr/sbin:/sbin" command -v "$tool" >/dev/null || missing+=("$tool")
+  done
   [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
   if ((${#missing[@]})); then
     log "installing ${missing[*]} from Debian"
@@ -41,15 +44,17 @@ require() {
              --no-install-recommends "${packages[@]}"; }
   fi
   node_network_up || { log "cannot create bridge $NODE_BRIDGE (needs CAP_NET_ADMIN)"; return 1; }
-  [[ -x "$BIN/kubelet" && -x "$BIN/kube-proxy" ]] \
-    || K8S_VERSION="$K8S_VERSION" ETCD_VERSION="$ETCD_VERSION" bash "$ONCEFLOW_ROOT/scripts/k8s-build.sh" >/dev/null
+  K8S_VERSION="$K8S_VERSION" ETCD_VERSION="$ETCD_VERSION" bash "$ONCEFLOW_ROOT/scripts/k8s-build.sh" >/dev/null
 }
 
-kubectl_() { "$BIN/kubectl" --kubeconfig "$DIR/../cluster/kubeconfig" "$@"; }
+kubectl_() { "$BIN/kubectl" --kubeconfig "$CLUSTER_KUBECONFIG" "$@"; }
 ctr_() { ctr --address "$SOCKET" -n k8s.io "$@"; }
 
-pause_archive() {
-  local archive="$ONCEFLOW_CACHE/images/onceflow-pause.tar"
+# Not under image.sh's onceflow-*.tar, whose newest two it keeps.
+PAUSE_ARCHIVE="$ONCEFLOW_CACHE/images/pause.tar"
+
+build_pause_archive() {
+  local archive="$PAUSE_ARCHIVE"
   if [[ ! -f "$archive" ]]; then
     log "building the sandbox image $PAUSE_IMAGE"
     local work; work="$(mktemp -d)"
@@ -62,7 +67,6 @@ pause_archive() {
     mv "$archive.partial" "$archive"
     rm -rf "$work"
   fi
-  echo "$archive"
 }
 
 write_configs() {
@@ -137,15 +141,19 @@ import_archive() {
 # A node started anew starts an empty cluster: what a killed test run left behind
 # (pods, Jobs, volumes) would otherwise run again on it.
 fresh_state() {
-  pid_alive "$DIR/kubelet.pid" && return 0
-  "${CLUSTER[@]}" down
+  down
   rm -rf "$ONCEFLOW_STATE/cluster/etcd" "$DIR/cni/ipam"
-  grep -o " $DIR/kubelet/root[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  if grep -q " $DIR/kubelet/root" /proc/self/mounts; then
+    log "still mounted under $DIR/kubelet/root; not removing it"; return 1
+  fi
   rm -rf "$DIR/kubelet/root"
 }
 
 up() {
   require
+  if running; then
+    log "node $NODE_NAME already Ready"; emit "$CLUSTER_KUBECONFIG"; return 0
+  fi
   local since; since="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   fresh_state
   local kubeconfig; kubeconfig="$("${CLUSTER[@]}" up)"
@@ -153,7 +161,10 @@ up() {
   write_configs
   start containerd containerd --config "$DIR/containerd/config.toml"
   wait_for containerd 30 ctr_ version
-  ctr_ images ls -q | grep -qx "$PAUSE_IMAGE" || import_archive "$(pause_archive)"
+  if ! ctr_ images ls -q | grep -qx "$PAUSE_IMAGE"; then
+    build_pause_archive
+    import_archive "$PAUSE_ARCHIVE"
+  fi
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$kubeconfig" \
     --leader-elect=false --secure-port 0 --controllers '*' \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
@@ -184,14 +195,20 @@ down() {
   local name
   for name in "${COMPONENTS[@]}"; do stop_pidfile "$DIR/$name.pid" "$name"; done
   pkill -f "containerd-shim-runc-v2 .*-address $SOCKET" 2>/dev/null || true
-  grep -o " $DIR/kubelet/root[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  # What CNI would have removed had the kubelet stopped each pod: the pods' network
+  # namespaces (containerd names them cni-*), their veths, kube-proxy's rules.
+  ip netns list 2>/dev/null | awk '/^cni-/ {print $1}' | xargs -r -n1 ip netns delete 2>/dev/null || true
+  ip -o link show master "$NODE_BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 \
+    | xargs -r -n1 ip link delete 2>/dev/null || true
+  [[ -x "$BIN/kube-proxy" ]] && "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  grep -o " $DIR/kubelet/root[^ ]*" /proc/self/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   "${CLUSTER[@]}" down
 }
 
-status() {
+running() {
   local name
   for name in "${COMPONENTS[@]}"; do pid_alive "$DIR/$name.pid" || return 1; done
-  "${CLUSTER[@]}" status >/dev/null && node_ready 0 && emit "$ONCEFLOW_STATE/cluster/kubeconfig"
+  "${CLUSTER[@]}" status >/dev/null && node_ready 0
 }
 
 # load IMAGE: an image scripts/image.sh built, into the node (no pull is possible).
@@ -207,7 +224,7 @@ case "${1:-}" in
   # What `up` needs on disk (Debian packages, the binaries); nothing without root.
   deps) if [[ $EUID -eq 0 ]]; then require; else log "not root: no real node here"; fi ;;
   down) down ;;
-  status) status ;;
+  status) running && emit "$CLUSTER_KUBECONFIG" ;;
   load) load "${2:?usage: $0 load IMAGE}" ;;
   # kill CONTAINER_ID: SIGKILL, below the kubelet (a crash; the kubelet restarts it).
   kill) ctr_ tasks kill -s SIGKILL "${2:?usage: $0 kill CONTAINER_ID}" ;;

@@ -91,6 +91,22 @@ class Node:
         described = self.kubectl("describe", "pods", "-n", namespace, "-l", selector, check=False)
         raise AssertionError(f"no {count} running pods for {selector}:\n{described[-4000:]}")
 
+    def wait_for_restart(
+        self, namespace: str, pod: dict[str, Any], timeout_s: float = 300
+    ) -> dict[str, Any]:
+        """The pod once the kubelet has restarted its killed container (a new id)."""
+        killed = pod["status"]["containerStatuses"][0]["containerID"]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            now: dict[str, Any] = json.loads(
+                self.kubectl("get", "pod", pod["metadata"]["name"], "-n", namespace, "-o", "json")
+            )
+            status = now["status"]["containerStatuses"][0]
+            if status.get("containerID") != killed and "running" in status["state"]:
+                return now
+            time.sleep(1)
+        raise AssertionError(f"{pod['metadata']['name']}: the killed container never restarted")
+
     def force_delete(self, namespace: str, pod: str) -> None:
         """The pod is gone at once, its containers killed (a node loss, a `kill -9`)."""
         self.kubectl("delete", "pod", pod, "-n", namespace, "--grace-period=0", "--force")
