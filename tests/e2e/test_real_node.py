@@ -270,7 +270,8 @@ def _source_enabled(run: Run) -> bool:
 def _fault_on_the_source(run: Run) -> None:
     total = STREAMS * LIMIT
     run.wait("the source to run exactly-once", lambda: _source_enabled(run), 300)
-    (task,) = run.node.wait_for_pods(run.namespace, TASKS)  # the enabled generation's
+    current = f"{TASKS},onceflow.io/generation={_source_status(run)['generation']}"
+    (task,) = run.node.wait_for_pods(run.namespace, current)
     before = run.committed(run.source_topic)
     run.node.kubectl("delete", "pod", task["metadata"]["name"], "-n", run.namespace)
     run.faults.append(f"deleted task pod {task['metadata']['name']} at {before}/{total}")
