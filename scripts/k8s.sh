@@ -6,6 +6,7 @@
 # scripts/node.sh runs a second one of these (K8S_CLUSTER, K8S_ADDRESS on the node
 # network) as the control plane of a cluster with a real node.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/pki.sh"
 stdout_is_value
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
@@ -29,15 +30,8 @@ ensure_binaries() {
 write_pki() {
   local pki="$DIR/pki"
   [[ -f "$pki/serving.crt" ]] && return 0
-  mkdir -p "$pki"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=onceflow-testbed-ca" \
-    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
-    -keyout "$pki/serving.key" -out "$pki/serving.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:%s,DNS:localhost,DNS:kubernetes.default.svc\n' \
-    "$K8S_ADDRESS" "$API_SERVICE_IP" >"$pki/san.ext"
-  openssl x509 -req -in "$pki/serving.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 3650 -extfile "$pki/san.ext" -out "$pki/serving.crt" 2>/dev/null
+  issue_certificate "$pki" serving kube-apiserver \
+    "IP:127.0.0.1,IP:$K8S_ADDRESS,IP:$API_SERVICE_IP,DNS:localhost,DNS:kubernetes.default.svc"
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   printf '%s,admin,admin-uid,system:masters\n' "$(openssl rand -hex 16)" >"$pki/tokens.csv"

@@ -8,6 +8,7 @@
 # data and logs live in .onceflow/kafka/. `up` is idempotent and returns only when an
 # AdminClient can list topics, so callers never race the broker.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/pki.sh"
 stdout_is_value
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
@@ -33,14 +34,7 @@ fetch_libs() {
 write_node_tls() {
   local tls="$DIR/tls"
   [[ -f "$DIR/node-client.json" ]] && return 0
-  mkdir -p "$tls"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=onceflow-testbed-kafka-ca" \
-    -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=kafka" -keyout "$tls/broker.key" \
-    -out "$tls/broker.csr" 2>/dev/null
-  printf 'subjectAltName=IP:%s\n' "$NODE_IP" >"$tls/san.ext"
-  openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
-    -days 3650 -extfile "$tls/san.ext" -out "$tls/broker.crt" 2>/dev/null
+  issue_certificate "$tls" broker kafka "IP:$NODE_IP"
   # Kafka's PEM key store: an unencrypted PKCS#8 key, then the certificate chain.
   cat "$tls/broker.key" "$tls/broker.crt" >"$tls/broker.pem"
   (umask 077 && openssl rand -hex 16 >"$tls/password")
