@@ -125,6 +125,10 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
         (_with(JOB, "spec.input.sources", ["s"]), "spec.input"),
         (_with(JOB, "spec.sink.kafka.partitions", 0), "spec.sink.kafka.partitions"),
         (_with(JOB, "spec.trigger", {"processingTime": "soon"}), "spec.trigger.processingTime"),
+        (
+            _with(JOB, "spec.sparkConf", {"spark.kubernetes.executor.request.cores": "lots"}),
+            "sparkConf['spark.kubernetes.executor.request.cores'] must be a CPU quantity",
+        ),
     ],
 )
 def test_invalid_resources_are_rejected_naming_the_field(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
 import yaml
 
 from onceflow.api import parse_resources
@@ -127,6 +129,16 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
     (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
     (driver,) = job["spec"]["template"]["spec"]["containers"]
     assert driver["resources"]["requests"]["cpu"] == "500m", "Spark's own key for a smaller request"
+
+
+@pytest.mark.parametrize("value", ["lots", "1.5cpu", ""])
+def test_a_cpu_request_that_is_no_quantity_is_refused_by_name(value: str) -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "SparkJob":
+            document["spec"]["sparkConf"] = {"spark.kubernetes.driver.request.cores": value}
+    with pytest.raises(ValueError, match=re.escape("'spark.kubernetes.driver.request.cores'")):
+        parse_resources(documents)
 
 
 def test_the_pipelines_kafka_secret_reaches_the_spark_driver_and_executors() -> None:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Literal, Self
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
 from onceflow.api.pipeline import ExactlyOnceMode
@@ -198,8 +199,33 @@ class ExecutorSpec(ApiModel):
     memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]?$", description="Executor memory.")
 
 
+# Spark's keys for CPU requests below a core; Onceflow sizes the spark-submit driver
+# pod from the first, Spark the executor pods from the second.
+CPU_REQUEST_KEYS = (
+    "spark.kubernetes.driver.request.cores",
+    "spark.kubernetes.executor.request.cores",
+)
+CPU_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$")
+
+
+def _cpu_requests_rule() -> ConfigDict:
+    """The CEL twin of ``_cpu_requests_are_quantities``: a pod create that would fail
+    with 422 on every retry is refused when the SparkJob is written instead."""
+    rules: list[JsonValue] = [
+        {
+            "rule": f"!has(self.sparkConf) || !('{key}' in self.sparkConf) || "
+            f"isQuantity(self.sparkConf['{key}'])",
+            "message": f"sparkConf['{key}'] must be a CPU quantity (e.g. 250m, 1, 1.5)",
+        }
+        for key in CPU_REQUEST_KEYS
+    ]
+    return ConfigDict(json_schema_extra={"x-kubernetes-validations": rules})
+
+
 class SparkJobSpec(ApiModel):
     """Desired state of a streaming job."""
+
+    model_config = _cpu_requests_rule()
 
     pipeline: str = Field(min_length=1, description="Name of the Pipeline this job belongs to.")
     input: KafkaInput = Field(description="What the job reads.")
@@ -217,6 +243,16 @@ class SparkJobSpec(ApiModel):
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description="Extra Spark settings (isolation is set for you)."
     )
+
+    @model_validator(mode="after")
+    def _cpu_requests_are_quantities(self) -> Self:
+        for key in CPU_REQUEST_KEYS:
+            value = self.spark_conf.get(key)
+            if value is not None and not CPU_QUANTITY.match(value):
+                raise ValueError(
+                    f"sparkConf[{key!r}] = {value!r} is not a CPU quantity (e.g. 250m, 1, 1.5)"
+                )
+        return self
 
 
 class SparkJobStatus(CommonStatus):

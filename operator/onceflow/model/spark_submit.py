@@ -13,7 +13,7 @@ so the driver lives in the Job's own pod rather than in one spark-submit creates
 
 from __future__ import annotations
 
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob, SparkJobSettings
 from onceflow.model.objects import (
     LABEL_SPARKJOB,
     POD_SECURITY_CONTEXT,
@@ -86,7 +86,7 @@ UNIT_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 # Spark's own key for a CPU request below the driver's cores (e.g. "500m"), which Spark
 # honours for the driver pods it creates; here the driver pod is ours, so we do.
-DRIVER_REQUEST_CORES = "spark.kubernetes.driver.request.cores"
+DRIVER_REQUEST_CORES = CPU_REQUEST_KEYS[0]
 
 
 def driver_resources(cpu: str, memory: str) -> Manifest:
