@@ -26,7 +26,9 @@ RUN spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirna
  && cp -n "$libs"/*.jar "$spark_home/jars/" \
  && ln -s "$spark_home" /opt/onceflow/spark \
  && rm -rf /tmp/cache /root/.m2
-COPY README.md ./
+# pyproject names README.md as the long description; the image has no use for it, and
+# a README edit must not rebuild the image.
+RUN echo "Onceflow" > README.md
 COPY operator ./operator
 RUN "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check --no-deps . \
  && cp "$VENV"/lib/python3*/site-packages/onceflow/spark/driver_main.py /opt/onceflow/spark-main.py

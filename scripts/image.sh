@@ -66,7 +66,7 @@ base_image() {
 # The tag: a hash of every file the Dockerfile copies (an edit to a test-bed script
 # does not rebuild the image).
 context_tag() {
-  (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml README.md \
+  (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml \
       operator image scripts/lib.sh scripts/spark-jars.sh scripts/maven/spark-kafka \
       | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }

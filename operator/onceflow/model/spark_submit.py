@@ -32,11 +32,18 @@ from onceflow.model.spark_app import (
 )
 
 DRIVER_MAIN = "/opt/onceflow/spark-main.py"
-# The API server by the address the kubelet gives every container (expanded like
-# $(POD_IP)), not by name: a cluster without cluster DNS, or a pod whose DNS policy
-# does not resolve cluster names, still reaches it; the serving certificate names the
-# service's IP in every conformant cluster.
-IN_CLUSTER_API = "k8s://https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"
+# spark-submit against the API server by the address the kubelet gives every
+# container, not by name: a cluster without cluster DNS, or a pod whose DNS policy does
+# not resolve cluster names, still reaches it (the serving certificate names the
+# service's IP in every conformant cluster). An IPv6 address goes in brackets. A shell
+# rather than the image's entry point, so any image with spark-submit can be the driver.
+SUBMIT_COMMAND = [
+    "/bin/sh",
+    "-c",
+    'host="$KUBERNETES_SERVICE_HOST"; case "$host" in *:*) host="[$host]" ;; esac; '
+    'exec spark-submit --master "k8s://https://$host:$KUBERNETES_SERVICE_PORT" "$@"',
+    "spark-submit",
+]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # A streaming query restarts from its checkpoint as often as it fails (the Spark
 # operator path's restartPolicy Always); the Job's backoff still spaces the restarts.
@@ -112,7 +119,7 @@ def submit_job(
     name = job.metadata.name
     image = spec.image or image
     conf = submit_conf(job, settings, image)
-    arguments = ["--master", IN_CLUSTER_API, "--deploy-mode", "client", "--name", name]
+    arguments = ["--deploy-mode", "client", "--name", name]
     for key in sorted(conf):
         arguments += ["--conf", f"{key}={conf[key]}"]
     arguments += [DRIVER_MAIN, "--config", f"{JOB_CONFIG_MOUNT}/job.json"]
@@ -150,7 +157,7 @@ def submit_job(
                         {
                             "name": "driver",
                             "image": image,
-                            "command": ["spark-submit"],
+                            "command": SUBMIT_COMMAND,
                             "args": arguments,
                             "env": [
                                 _from_field("POD_NAME", "metadata.name"),
