@@ -188,8 +188,7 @@ down() {
   stop_pidfile "$DIR/kubelet.pid" kubelet
   if pid_alive "$DIR/containerd.pid"; then
     local task
-    for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
-    sleep 1
+    # delete -f SIGKILLs a running task and waits for it to exit.
     for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$task" >/dev/null 2>&1 || true; done
   fi
   local name
