@@ -273,7 +273,8 @@ def test_spark_submit_job_is_accepted_and_its_running_driver_reports_the_mode(
     assert submitted.metadata.name == "agg-driver"
     assert submitted.metadata.owner_references[0].kind == "SparkJob"
     container = submitted.spec.template.spec.containers[0]
-    assert container.command == ["spark-submit"]
+    assert container.command[:2] == ["/bin/sh", "-c"]
+    assert "exec spark-submit --master" in container.command[2]
     assert "spark.onceflow.kafka.isolation.level=read_uncommitted" in container.args
     assert _application(cluster) is None, "no SparkApplication for a spark-submit job"
     assert cluster.status("sparkjobs", "agg").get("observedMode") is None
