@@ -19,11 +19,16 @@ COPY pyproject.toml ./
 RUN python3 -m venv "$VENV" \
  && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
  && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check -r requirements.txt
+# Both sets go where Spark puts its own jars, on every driver's and executor's classpath:
+# the Kafka connector, and S3A for s3a:// checkpoints and file sinks.
 COPY scripts/lib.sh scripts/spark-jars.sh ./scripts/
 COPY scripts/maven/spark-kafka ./scripts/maven/spark-kafka
+COPY scripts/maven/spark-s3a ./scripts/maven/spark-s3a
 RUN spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirname(pyspark.__file__))')" \
- && libs="$(ONCEFLOW_CACHE=/tmp/cache PYTHON="$VENV/bin/python" bash scripts/spark-jars.sh)" \
- && cp -n "$libs"/*.jar "$spark_home/jars/" \
+ && for set in kafka s3a; do \
+      libs="$(ONCEFLOW_CACHE=/tmp/cache PYTHON="$VENV/bin/python" bash scripts/spark-jars.sh "$set")" \
+      && cp -n "$libs"/*.jar "$spark_home/jars/" || exit 1; \
+    done \
  && ln -s "$spark_home" /opt/onceflow/spark \
  && rm -rf /tmp/cache /root/.m2
 # pyproject names README.md as the long description; the image has no use for it, and

@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
-        postgres-up postgres-down image testbed-deps lint typecheck imports check test e2e-cluster \
+        postgres-up postgres-down s3-up s3-down image testbed-deps lint typecheck imports check test e2e-cluster \
         demo clean
 
 install: $(STAMP)
@@ -46,6 +46,12 @@ postgres-up:
 	@bash scripts/postgres.sh up
 postgres-down:
 	@bash scripts/postgres.sh down
+
+# An S3 endpoint (S3Proxy, in memory) for s3a:// checkpoints.
+s3-up:
+	@bash scripts/s3proxy.sh up
+s3-down:
+	@bash scripts/s3proxy.sh down
 
 # The image (podman, from a Debian rootfs built here); prints its reference.
 image:
@@ -94,4 +100,5 @@ clean:
 	-bash scripts/kafka.sh down
 	-bash scripts/k8s.sh down
 	-bash scripts/postgres.sh down
+	-bash scripts/s3proxy.sh down
 	rm -rf .onceflow

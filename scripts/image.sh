@@ -68,6 +68,7 @@ base_image() {
 context_tag() {
   (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml \
       operator image scripts/lib.sh scripts/spark-jars.sh scripts/maven/spark-kafka \
+      scripts/maven/spark-s3a \
       | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
@@ -81,14 +82,14 @@ build() {
       podman_here load -i "$archive"
     else
       base_image
-      log "building $image (cold: a few minutes; Java, pyspark and Spark's Kafka connector)"
+      log "building $image (cold: a few minutes; Java, pyspark, Spark's Kafka connector and S3A)"
       podman_here build --network host --build-arg "BASE=$BASE_IMAGE" -t "$image" \
         --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC" \
         "$ONCEFLOW_ROOT"
       podman_here image prune -f >/dev/null  # the build stage's layers
       podman_here save --format docker-archive -o "$archive.partial" "$image"
       mv "$archive.partial" "$archive"
-      # One archive per tag (1.6 GB) would grow without bound: keep the newest two.
+      # One archive per tag (2.3 GB) would grow without bound: keep the newest two.
       ls -t "$IMAGES"/onceflow-*.tar | tail -n +3 | xargs -r rm -f
     fi
   fi

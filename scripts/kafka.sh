@@ -22,12 +22,8 @@ BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
 NODE_BOOTSTRAP="$NODE_IP:$KAFKA_NODE_PORT"
 
 fetch_libs() {
-  [[ -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]] && return 0
-  log "resolving Kafka $KAFKA_VERSION jars from Maven Central"
-  local build="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/build"
-  maven -f "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" package \
-    -Dkafka.version="$KAFKA_VERSION" -Dbuild.dir="$build" -Dlibs.dir="$LIBS.partial"
-  rm -rf "$LIBS" && mv "$LIBS.partial" "$LIBS"
+  maven_libs "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" "${LIBS%/libs}" \
+    "kafka_2.13-$KAFKA_VERSION.jar" -Dkafka.version="$KAFKA_VERSION"
 }
 
 # The node listener's CA, certificate (for the node's address) and one SASL user.

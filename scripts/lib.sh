@@ -21,6 +21,17 @@ emit() { printf '%s\n' "$1" >&3; }
 # maven ARGS...: Maven for scripts — batch mode, quiet, no colour, no transfer progress.
 maven() { mvn -q -B --no-transfer-progress -Dstyle.color=never "$@"; }
 
+# maven_libs POM CACHE_DIR MARKER [-Dproperty=value...]: the runtime classpath POM
+# copies into CACHE_DIR/libs, resolved once (MARKER, a glob, says it is there) and
+# swapped in whole so an interrupted download is never taken for a complete one.
+maven_libs() {
+  local pom="$1" dir="$2" marker="$3"; shift 3
+  compgen -G "$dir/libs/$marker" >/dev/null && return 0
+  log "resolving ${dir#"$ONCEFLOW_CACHE"/} from Maven Central ($*)"
+  maven -f "$pom" package -Dbuild.dir="$dir/build" -Dlibs.dir="$dir/libs.partial" "$@"
+  rm -rf "$dir/libs" && mv "$dir/libs.partial" "$dir/libs"
+}
+
 # wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds or the deadline passes.
 wait_for() {
   local what="$1" seconds="$2"; shift 2

@@ -59,6 +59,12 @@ def postgres_dsn() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """``http://host:port`` of an S3 API (S3Proxy over a local directory)."""
+    yield from _service("s3proxy.sh")
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The drivers' own local SparkSession (Kafka connector jars, this interpreter for
     Python workers), so tests run Spark exactly as `onceflow spark-job` does."""

@@ -129,6 +129,12 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(JOB, "spec.sparkConf", {"spark.kubernetes.executor.request.cores": "lots"}),
             "sparkConf['spark.kubernetes.executor.request.cores'] must be a CPU quantity",
         ),
+        (_with(JOB, "spec.env", [{"name": "SPARK_HOME", "value": "/"}]), "are set by Spark"),
+        (_with(JOB, "spec.env", [{"name": "A"}]), "set exactly one of value or valueFrom"),
+        (
+            _with(JOB, "spec.env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
+            'spec.env[1]: Duplicate value: {"name":"A"}',
+        ),
     ],
 )
 def test_invalid_resources_are_rejected_naming_the_field(

@@ -52,6 +52,16 @@ def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> N
         kubeconfig, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(documents)
     )
     assert applied.stdout.count("(server dry run)") == len(documents)
+    role = r"eks\.amazonaws\.com/role-arn=arn:aws:iam::1:role/spark"
+    annotated = _render(
+        kubeconfig, namespace, "--set-string", f"spark.serviceAccount.annotations.{role}"
+    )
+    (spark,) = [
+        d for d in annotated if d["kind"] == "ServiceAccount" and "spark" in d["metadata"]["name"]
+    ]
+    assert spark["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/spark"
+    }
 
 
 @pytest.fixture

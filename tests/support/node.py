@@ -5,46 +5,36 @@ drive it as a user would (kubectl, helm) and to inject faults below Kubernetes
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.testbed import ROOT, helm, kubectl
-
-
-def _script(*args: str) -> str:
-    out = subprocess.run(
-        ["bash", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=900
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
-    return out.stdout.strip()
+from tests.support.testbed import helm, kubectl, script_value
 
 
 def node_kafka_bootstrap() -> str:
     """The broker's listener on the node network (pods cannot reach loopback)."""
-    return _script("scripts/kafka.sh", "node-bootstrap")
+    return script_value("scripts/kafka.sh", "node-bootstrap")
 
 
 def node_kafka_client() -> dict[str, str]:
     """librdkafka settings for that listener (SASL PLAIN over TLS, the test bed's CA):
     the keys of a Pipeline's auth Secret."""
     settings: dict[str, str] = json.loads(
-        Path(_script("scripts/kafka.sh", "node-client")).read_text()
+        Path(script_value("scripts/kafka.sh", "node-client")).read_text()
     )
     return settings
 
 
 def load_image(image: str) -> None:
     """Imports an image built by scripts/image.sh into the node's containerd."""
-    _script("scripts/node.sh", "load", image)
+    script_value("scripts/node.sh", "load", image)
 
 
 def tag_image(image: str, new: str) -> None:
     """Another name for a loaded image, as if a new version had been pushed."""
-    _script("scripts/node.sh", "tag", image, new)
+    script_value("scripts/node.sh", "tag", image, new)
 
 
 @dataclass(frozen=True)
@@ -114,4 +104,4 @@ class Node:
     def kill_container(self, pod: dict[str, Any]) -> None:
         """SIGKILLs the pod's first container in containerd; the kubelet restarts it."""
         container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-        _script("scripts/node.sh", "kill", container_id)
+        script_value("scripts/node.sh", "kill", container_id)

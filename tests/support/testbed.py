@@ -52,6 +52,16 @@ class ScriptedService:
             self.started_here = False
 
 
+def script_value(*args: str) -> str:
+    """What a test-bed script prints (``script_value("scripts/kafka.sh", "node-client")``)."""
+    out = subprocess.run(
+        ["bash", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=900
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return out.stdout.strip()
+
+
 def spark_jars() -> list[str]:
     """Paths of the spark-sql-kafka jars matching the installed pyspark."""
     out = subprocess.run(

@@ -191,3 +191,54 @@ def test_the_pipelines_kafka_secret_reaches_the_spark_driver_and_executors() -> 
         driver["volumeMounts"]
     )
     assert "spark.kubernetes.executor.secrets.kafka-auth=/etc/onceflow-kafka" in driver["args"]
+
+
+S3_ENV = [
+    {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "access"}}},
+    {"name": "AWS_REGION", "value": "eu-west-1"},
+]
+
+
+def _orders_with_spark_job(**spec: object) -> list[dict]:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "SparkJob":
+            document["spec"].update(spec)
+    return documents
+
+
+@pytest.mark.parametrize("submitter", ["spark-operator", "spark-submit"])
+def test_the_jobs_env_reaches_the_driver_and_executors_with_secret_references_intact(
+    submitter: str,
+) -> None:
+    objects = render_resources(
+        parse_resources(_orders_with_spark_job(env=S3_ENV, submitter=submitter))
+    )
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
+    (executor,) = json.loads(configmap["data"]["executor-pod.json"])["spec"]["containers"]
+    assert executor["env"] == S3_ENV
+    if submitter == "spark-operator":
+        (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
+        assert app["spec"]["driver"]["env"] == S3_ENV
+        # Set in the template only: a pod listing a name twice is a pod nobody reads well.
+        assert "env" not in app["spec"]["executor"]
+    else:
+        (job,) = [o for o in objects if o["kind"] == "Job"]
+        (driver,) = job["spec"]["template"]["spec"]["containers"]
+        assert driver["env"][2:] == S3_ENV
+        assert [v["name"] for v in driver["env"][:2]] == ["POD_NAME", "POD_IP"]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ([{"name": "SPARK_HOME", "value": "/x"}], "env[SPARK_HOME]: SPARK_*"),
+        ([{"name": "POD_IP", "value": "1"}], "env[POD_IP]"),
+        ([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}], "env: A set more than once"),
+        ([{"name": "A"}], "env[A]: set exactly one of value or valueFrom"),
+        ([{"name": "1A", "value": "1"}], "name"),
+    ],
+)
+def test_an_env_the_pods_could_not_keep_is_refused_by_name(env: list[dict], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_resources(_orders_with_spark_job(env=env))

@@ -18,19 +18,21 @@ from onceflow.api.status import CommonStatus
 DEFAULT_MAX_OFFSETS_PER_TRIGGER = 100_000
 
 
-def _one_of_rule(*fields: str) -> ConfigDict:
+def _one_of(*fields: str) -> JsonValue:
     """The CEL twin of ``_exactly_one`` so the API server enforces it without us."""
     present = ", ".join(f"has(self.{f})" for f in fields)
-    return ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": f"[{present}].filter(x, x).size() == 1",
-                    "message": f"set exactly one of {' or '.join(fields)}",
-                }
-            ]
-        }
-    )
+    return {
+        "rule": f"[{present}].filter(x, x).size() == 1",
+        "message": f"set exactly one of {' or '.join(fields)}",
+    }
+
+
+def _rules(*rules: JsonValue) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"x-kubernetes-validations": list(rules)})
+
+
+def _one_of_rule(*fields: str) -> ConfigDict:
+    return _rules(_one_of(*fields))
 
 
 def _exactly_one(owner: str, **fields: object) -> None:
@@ -183,6 +185,56 @@ class Trigger(ApiModel):
         return f"{amount} {dict(ms='milliseconds', s='seconds', m='minutes')[unit]}"
 
 
+class SecretKeySelector(ApiModel):
+    name: str = Field(min_length=1, description="Secret in the job's namespace.")
+    key: str = Field(min_length=1, description="Key in that Secret.")
+
+
+class EnvVarSource(ApiModel):
+    secret_key_ref: SecretKeySelector = Field(description="A key of a Secret.")
+
+
+# Set by Onceflow or by Spark on its pods; a user's value would silently lose or win.
+RESERVED_ENV = r"^(SPARK_.*|PYSPARK_.*|POD_NAME|POD_IP)$"
+RESERVED_ENV_MESSAGE = (
+    "SPARK_*, PYSPARK_*, POD_NAME and POD_IP are set by Spark and Onceflow; "
+    "pass Spark settings through sparkConf"
+)
+
+
+class EnvVar(ApiModel):
+    """An environment variable of the driver and every executor: how credentials that
+    Spark's filesystems read from the environment (S3A's ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY``) come from a Secret instead of ``sparkConf``, where
+    every reader of the SparkJob would see them."""
+
+    model_config = _rules(
+        _one_of("value", "valueFrom"),
+        {"rule": f"!self.name.matches('{RESERVED_ENV}')", "message": RESERVED_ENV_MESSAGE},
+    )
+
+    name: str = Field(
+        max_length=253, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="Variable name."
+    )
+    value: str | None = Field(default=None, description="A literal value.")
+    value_from: EnvVarSource | None = Field(default=None, description="A Secret's key.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        _exactly_one(f"env[{self.name}]", value=self.value, valueFrom=self.value_from)
+        if re.match(RESERVED_ENV, self.name):
+            raise ValueError(f"env[{self.name}]: {RESERVED_ENV_MESSAGE}")
+        return self
+
+    def manifest(self) -> dict[str, JsonValue]:
+        """The Kubernetes ``EnvVar`` for a container."""
+        if self.value_from is None:
+            return {"name": self.name, "value": self.value}
+        ref = self.value_from.secret_key_ref
+        secret: JsonValue = {"name": ref.name, "key": ref.key}
+        return {"name": self.name, "valueFrom": {"secretKeyRef": secret}}
+
+
 class Submitter(StrEnum):
     SPARK_OPERATOR = "spark-operator"
     SPARK_SUBMIT = "spark-submit"
@@ -219,7 +271,7 @@ def _cpu_requests_rule() -> ConfigDict:
         }
         for key in CPU_REQUEST_KEYS
     ]
-    return ConfigDict(json_schema_extra={"x-kubernetes-validations": rules})
+    return _rules(*rules)
 
 
 class SparkJobSpec(ApiModel):
@@ -243,6 +295,13 @@ class SparkJobSpec(ApiModel):
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description="Extra Spark settings (isolation is set for you)."
     )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=100,  # bounds the cost of its CEL rules, as the API server requires
+        description="Environment of the driver and every executor (e.g. S3 credentials).",
+        # The API server's twin of _env_names_are_unique (a list keyed by name).
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
     @model_validator(mode="after")
     def _cpu_requests_are_quantities(self) -> Self:
@@ -253,6 +312,17 @@ class SparkJobSpec(ApiModel):
                     f"sparkConf[{key!r}] = {value!r} is not a CPU quantity (e.g. 250m, 1, 1.5)"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _env_names_are_unique(self) -> Self:
+        names = [variable.name for variable in self.env]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"env: {', '.join(twice)} set more than once; keep one entry each")
+        return self
+
+    @property
+    def env_manifest(self) -> list[dict[str, JsonValue]]:
+        return [variable.manifest() for variable in self.env]
 
 
 class SparkJobStatus(CommonStatus):

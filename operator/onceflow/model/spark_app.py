@@ -35,16 +35,21 @@ Manifest = dict[str, Any]
 
 
 EXECUTOR_TEMPLATE = "executor-pod.json"
-# Spark builds executor pods itself; a pod template (JSON is YAML) is how they get the
-# security context Pod Security "restricted" asks for.
-EXECUTOR_POD_TEMPLATE: Manifest = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "spec": {
-        "securityContext": POD_SECURITY_CONTEXT,
-        "containers": [{"name": "executor", "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT}],
-    },
-}
+
+
+def executor_pod_template(job: SparkJob) -> Manifest:
+    """Spark builds executor pods itself; a pod template (JSON is YAML) is how they get
+    the security context Pod Security "restricted" asks for, and the job's ``env`` with
+    Secret references intact (Spark's own settings would need each Secret key spelled
+    out, and its ``executorEnv`` would put the values in plain text)."""
+    container: Manifest = {"name": "executor", "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT}
+    if job.spec.env:
+        container["env"] = job.spec.env_manifest
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {"securityContext": POD_SECURITY_CONTEXT, "containers": [container]},
+    }
 
 
 def job_configmap_name(job: str) -> str:
@@ -63,7 +68,7 @@ def job_configmap(job: SparkJob, settings: SparkJobSettings) -> Manifest:
         },
         "data": {
             "job.json": json.dumps(settings.to_wire(), indent=2, sort_keys=True),
-            EXECUTOR_TEMPLATE: json.dumps(EXECUTOR_POD_TEMPLATE, indent=2, sort_keys=True),
+            EXECUTOR_TEMPLATE: json.dumps(executor_pod_template(job), indent=2, sort_keys=True),
         },
     }
 
@@ -150,10 +155,13 @@ def spark_application(
                 "onSubmissionFailureRetryInterval": 20,
             },
             "volumes": volumes,
+            # Executors get the job's env from their pod template only (see
+            # executor_pod_template): set twice, a pod would list each name twice.
             "driver": {
                 **copy.deepcopy(pod_common),
                 "cores": spec.driver.cores,
                 "memory": spec.driver.memory,
+                **({"env": spec.env_manifest} if spec.env else {}),
             },
             "executor": {
                 **copy.deepcopy(pod_common),

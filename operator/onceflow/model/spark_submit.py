@@ -162,6 +162,7 @@ def submit_job(
                             "env": [
                                 _from_field("POD_NAME", "metadata.name"),
                                 _from_field("POD_IP", "status.podIP"),
+                                *spec.env_manifest,
                             ],
                             "resources": driver_resources(
                                 spec.spark_conf.get(DRIVER_REQUEST_CORES, str(spec.driver.cores)),
