@@ -87,6 +87,13 @@ build() {
         --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC" \
         "$ONCEFLOW_ROOT"
       podman_here image prune -f >/dev/null  # the build stage's layers
+      # Earlier builds of this image (2.3 GB each) would fill the disk: only the
+      # archives below are kept.
+      local earlier
+      for earlier in $(podman_here images --format '{{.Repository}}:{{.Tag}}' \
+          | grep '^localhost/onceflow:' | grep -vx "$image"); do
+        podman_here rmi "$earlier" >/dev/null || true
+      done
       podman_here save --format docker-archive -o "$archive.partial" "$image"
       mv "$archive.partial" "$archive"
       # One archive per tag (2.3 GB) would grow without bound: keep the newest two.

@@ -102,10 +102,17 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
 ) -> None:
     cluster, _, _ = operator
     _pipeline(cluster, kafka_bootstrap, "enabled")
-    cluster.create("sparkjobs", _job(2))
+    job = _job(2)
+    secret_env = {
+        "name": "AWS_ACCESS_KEY_ID",
+        "valueFrom": {"secretKeyRef": {"name": "s3", "key": "id"}},
+    }
+    job["spec"]["env"] = [secret_env]
+    cluster.create("sparkjobs", job)
     wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
     app = _application(cluster)
     assert app is not None
+    assert app["spec"]["driver"]["env"] == [secret_env], "kept by the Spark operator's CRD"
     conf = app["spec"]["sparkConf"]
     assert conf["spark.onceflow.kafka.isolation.level"] == "read_uncommitted", (
         "the rollout starts at disabled: consumers read uncommitted until preparing"
