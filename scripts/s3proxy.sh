@@ -20,6 +20,7 @@ up() {
   if ! pid_alive "$PIDFILE"; then
     maven_libs "$ONCEFLOW_ROOT/scripts/maven/s3proxy/pom.xml" "$CACHE" \
       "s3proxy-$S3PROXY_VERSION.jar" -Ds3proxy.version="$S3PROXY_VERSION"
+    mkdir -p "$DIR"
     cat >"$DIR/s3proxy.properties" <<PROPERTIES
 s3proxy.endpoint=$ENDPOINT
 s3proxy.authorization=aws-v2-or-v4

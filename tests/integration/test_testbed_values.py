@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,29 @@ def test_k8s_script_prints_only_the_kubeconfig_path(kubeconfig: str, action: str
 @pytest.mark.parametrize("action", ["up", "status"])
 def test_postgres_script_prints_only_the_dsn(postgres_dsn: str, action: str) -> None:
     assert _stdout("postgres.sh", action) == f"{postgres_dsn}\n"
+
+
+def test_s3proxy_starts_from_an_empty_state_dir_and_prints_only_its_endpoint(
+    tmp_path: Path,
+) -> None:
+    """A fresh checkout has no .onceflow/s3proxy yet (the first CI run's failure)."""
+    env = {**os.environ, "ONCEFLOW_STATE": str(tmp_path / "state"), "S3_PORT": "19907"}
+
+    def s3proxy(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(ROOT / "scripts" / "s3proxy.sh"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=180,
+        )
+
+    try:
+        up = s3proxy("up")
+        assert up.returncode == 0, up.stderr
+        assert up.stdout == "http://127.0.0.1:19907\n"
+        made = s3proxy("bucket", "fresh-bucket")
+        assert made.returncode == 0 and made.stdout == "", made.stderr
+    finally:
+        s3proxy("down")
