@@ -72,7 +72,7 @@ case "${1:-}" in
     s3 GET "${2:?bucket name}" -G -d max-keys=0 -o /dev/null 2>/dev/null \
       || s3 PUT "$2" -o /dev/null ;;
   keys)
-    s3 GET "${2:?bucket name}" -G --data-urlencode "prefix=${3:-}" \
-      | grep -o '<Key>[^<]*</Key>' | sed 's/<[^>]*>//g' >&3 || true ;;
+    listing="$(s3 GET "${2:?bucket name}" -G --data-urlencode "prefix=${3:-}")"
+    { grep -o '<Key>[^<]*</Key>' <<<"$listing" || true; } | sed 's/<[^>]*>//g' >&3 ;;
   *) echo "usage: $0 up|down|status|credentials|bucket NAME|keys BUCKET PREFIX" >&2; exit 2 ;;
 esac

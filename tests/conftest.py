@@ -60,7 +60,7 @@ def postgres_dsn() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """``http://host:port`` of an S3 API (S3Proxy over a local directory)."""
+    """``http://host:port`` of an S3 API (S3Proxy, in memory)."""
     yield from _service("s3proxy.sh")
 
 

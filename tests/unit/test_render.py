@@ -131,20 +131,32 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
     for role in ("driver", "executor"):
         assert app["spec"][role]["podSecurityContext"]["runAsNonRoot"] is True
         assert app["spec"][role]["securityContext"]["capabilities"]["drop"] == ["ALL"]
-    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
-    template = json.loads(configmap["data"]["executor-pod.json"])
+    # The Spark operator submits from its own pod: the template travels in the object.
+    template = app["spec"]["executor"]["template"]
     assert template["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    conf = app["spec"]["sparkConf"]
-    assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/onceflow/executor-pod.json"
+    assert "spark.kubernetes.executor.podTemplateFile" not in app["spec"]["sparkConf"]
 
     for document in documents:
         if document and document["kind"] == "SparkJob":
             document["spec"]["submitter"] = "spark-submit"
             document["spec"]["driver"] = {"cores": 2, "memory": "2g"}
-    (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
+    objects = render_resources(parse_resources(documents))
+    (job,) = [o for o in objects if o["kind"] == "Job"]
     pod = job["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsUser"] == 65532
     (driver,) = pod["containers"]
+    # spark-submit runs in the driver's pod, where the job's ConfigMap is mounted.
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "job.json" in o["data"]]
+    template = json.loads(configmap["data"]["executor-pod.json"])
+    assert template["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert (
+        "spark.kubernetes.executor.podTemplateFile=/etc/onceflow/executor-pod.json"
+        in (driver["args"])
+    )
+    assert (
+        "spark.kubernetes.authenticate.executor.serviceAccountName=onceflow-spark"
+        in (driver["args"])
+    )
     # 2 GiB of heap and Spark's 40 % overhead for a Python driver.
     assert driver["resources"] == {
         "requests": {"cpu": "2", "memory": "2867Mi"},
@@ -220,6 +232,8 @@ def test_the_jobs_env_reaches_the_driver_and_executors_with_secret_references_in
     if submitter == "spark-operator":
         (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
         assert app["spec"]["driver"]["env"] == S3_ENV
+        (executor,) = app["spec"]["executor"]["template"]["spec"]["containers"]
+        assert executor["env"] == S3_ENV
         # Set in the template only: a pod listing a name twice is a pod nobody reads well.
         assert "env" not in app["spec"]["executor"]
     else:
@@ -236,9 +250,22 @@ def test_the_jobs_env_reaches_the_driver_and_executors_with_secret_references_in
         ([{"name": "POD_IP", "value": "1"}], "env[POD_IP]"),
         ([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}], "env: A set more than once"),
         ([{"name": "A"}], "env[A]: set exactly one of value or valueFrom"),
-        ([{"name": "1A", "value": "1"}], "name"),
+        ([{"name": "1A", "value": "1"}], "String should match pattern"),
+        ([{"name": "PATH", "value": "/x"}], "env[PATH]"),
+        (
+            [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "Bad_Name", "key": "k"}}}],
+            "String should match pattern",
+        ),
     ],
 )
 def test_an_env_the_pods_could_not_keep_is_refused_by_name(env: list[dict], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_resources(_orders_with_spark_job(env=env))
+
+
+def test_a_variable_set_by_env_and_by_sparkconf_is_refused() -> None:
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "t"}}}]
+    conf = {"spark.executorEnv.TOKEN": "plain"}
+    with pytest.raises(ValueError, match=re.escape("sparkConf['spark.executorEnv.TOKEN']")):
+        parse_resources(_orders_with_spark_job(env=env, sparkConf=conf))
+    assert parse_resources(_orders_with_spark_job(env=env, sparkConf={"spark.executorEnv.X": "1"}))

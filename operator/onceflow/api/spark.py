@@ -186,8 +186,12 @@ class Trigger(ApiModel):
 
 
 class SecretKeySelector(ApiModel):
-    name: str = Field(min_length=1, description="Secret in the job's namespace.")
-    key: str = Field(min_length=1, description="Key in that Secret.")
+    name: str = Field(
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Secret in the job's namespace.",
+    )
+    key: str = Field(max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="Key in it.")
 
 
 class EnvVarSource(ApiModel):
@@ -195,18 +199,28 @@ class EnvVarSource(ApiModel):
 
 
 # Set by Onceflow or by Spark on its pods; a user's value would silently lose or win.
-RESERVED_ENV = r"^(SPARK_.*|PYSPARK_.*|POD_NAME|POD_IP)$"
+RESERVED_ENV = (
+    r"^(SPARK_.*|PYSPARK_.*|HADOOP_CONF_DIR|HADOOP_TOKEN_FILE_LOCATION|PATH|POD_NAME|POD_IP)$"
+)
 RESERVED_ENV_MESSAGE = (
-    "SPARK_*, PYSPARK_*, POD_NAME and POD_IP are set by Spark and Onceflow; "
-    "pass Spark settings through sparkConf"
+    "SPARK_*, PYSPARK_*, HADOOP_CONF_DIR, HADOOP_TOKEN_FILE_LOCATION, PATH, POD_NAME and "
+    "POD_IP are set by the image, Spark and Onceflow; pass Spark settings through sparkConf"
+)
+# Spark's own ways to set a pod's environment: beside an env entry of the same name, a
+# pod would list it twice and the plain-text value from sparkConf could win.
+SPARK_ENV_KEYS = (
+    "spark.executorEnv.",
+    "spark.kubernetes.driverEnv.",
+    "spark.kubernetes.driver.secretKeyRef.",
+    "spark.kubernetes.executor.secretKeyRef.",
 )
 
 
 class EnvVar(ApiModel):
-    """An environment variable of the driver and every executor: how credentials that
-    Spark's filesystems read from the environment (S3A's ``AWS_ACCESS_KEY_ID`` and
-    ``AWS_SECRET_ACCESS_KEY``) come from a Secret instead of ``sparkConf``, where
-    every reader of the SparkJob would see them."""
+    """An environment variable of the driver and every executor, from a literal value or
+    a key of a Secret: how credentials that Spark's filesystems read from the
+    environment (S3A's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) stay in a Secret
+    instead of sparkConf, which every reader of the SparkJob sees."""
 
     model_config = _rules(
         _one_of("value", "valueFrom"),
@@ -318,10 +332,21 @@ class SparkJobSpec(ApiModel):
         names = [variable.name for variable in self.env]
         if twice := sorted({name for name in names if names.count(name) > 1}):
             raise ValueError(f"env: {', '.join(twice)} set more than once; keep one entry each")
+        both = sorted(
+            key
+            for key in self.spark_conf
+            for prefix in SPARK_ENV_KEYS
+            if key.startswith(prefix) and key.removeprefix(prefix) in names
+        )
+        if both:
+            raise ValueError(
+                f"sparkConf[{both[0]!r}] sets a variable env sets too; keep it in env only"
+            )
         return self
 
     @property
     def env_manifest(self) -> list[dict[str, JsonValue]]:
+        """``env`` as the containers' ``env`` list."""
         return [variable.manifest() for variable in self.env]
 
 

@@ -39,9 +39,8 @@ EXECUTOR_TEMPLATE = "executor-pod.json"
 
 def executor_pod_template(job: SparkJob) -> Manifest:
     """Spark builds executor pods itself; a pod template (JSON is YAML) is how they get
-    the security context Pod Security "restricted" asks for, and the job's ``env`` with
-    Secret references intact (Spark's own settings would need each Secret key spelled
-    out, and its ``executorEnv`` would put the values in plain text)."""
+    the security context Pod Security "restricted" asks for, and the job's ``env``
+    (Secret references intact) the same way whichever submitter runs the job."""
     container: Manifest = {"name": "executor", "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT}
     if job.spec.env:
         container["env"] = job.spec.env_manifest
@@ -96,7 +95,6 @@ def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
         "spark.speculation": "false",
         "spark.task.maxFailures": "4",
         "spark.sql.streaming.checkpointLocation": settings.checkpoint_location,
-        "spark.kubernetes.executor.podTemplateFile": f"{JOB_CONFIG_MOUNT}/{EXECUTOR_TEMPLATE}",
     }
     return {**job.spec.spark_conf, **conf}
 
@@ -156,7 +154,9 @@ def spark_application(
             },
             "volumes": volumes,
             # Executors get the job's env from their pod template only (see
-            # executor_pod_template): set twice, a pod would list each name twice.
+            # executor_pod_template): set twice, a pod would list each name twice. The
+            # driver's env, like its other pod settings here, is applied by the Spark
+            # operator's mutating webhook, which must be enabled.
             "driver": {
                 **copy.deepcopy(pod_common),
                 "cores": spec.driver.cores,
@@ -165,6 +165,9 @@ def spark_application(
             },
             "executor": {
                 **copy.deepcopy(pod_common),
+                # The Spark operator runs spark-submit in its own pod, where no file of
+                # the job's ConfigMap exists: it takes the template from here.
+                "template": executor_pod_template(job),
                 "instances": spec.executor.instances,
                 "cores": spec.executor.cores,
                 "memory": spec.executor.memory,

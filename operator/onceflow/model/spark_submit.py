@@ -22,6 +22,7 @@ from onceflow.model.objects import (
 )
 from onceflow.model.spark_app import (
     CHECKPOINT_MOUNT,
+    EXECUTOR_TEMPLATE,
     JOB_CONFIG_MOUNT,
     SPARK_SERVICE_ACCOUNT,
     Manifest,
@@ -67,6 +68,10 @@ def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[s
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.kubernetes.authenticate.caCertFile": f"{SERVICE_ACCOUNT_DIR}/ca.crt",
         "spark.kubernetes.authenticate.oauthTokenFile": f"{SERVICE_ACCOUNT_DIR}/token",
+        # Executors run as the drivers' account too, so a cloud identity given to it
+        # (e.g. for s3a:// checkpoints) reaches the executors writing state.
+        "spark.kubernetes.authenticate.executor.serviceAccountName": SPARK_SERVICE_ACCOUNT,
+        "spark.kubernetes.executor.podTemplateFile": f"{JOB_CONFIG_MOUNT}/{EXECUTOR_TEMPLATE}",
         f"spark.kubernetes.executor.label.{LABEL_SPARKJOB}": job.metadata.name,
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
