@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import uuid
@@ -23,6 +24,7 @@ from tests.support.cluster import (
     running_operator,
 )
 from tests.support.kubelet import LocalKubelet
+from tests.support.testbed import script_value
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
@@ -427,3 +429,59 @@ def test_two_operator_replicas_never_act_together(
         low.stop()
         high.stop()
         kubelet.stop()
+
+
+def test_a_kafka_mirror_reads_its_source_cluster_with_the_connectors_secret(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """The operator mounts ``connector.secretRef`` into the mirror's task pods; the
+    source cluster is the broker's SASL-over-TLS listener, readable only with it."""
+    try:
+        node_bootstrap = script_value("scripts/kafka.sh", "node-bootstrap")
+        client = json.loads(Path(script_value("scripts/kafka.sh", "node-client")).read_text())
+    except RuntimeError as error:
+        pytest.skip(f"the broker has no authenticated listener here ({error})")
+    cluster, _, _ = operator
+    counts, copy = f"op-{uuid.uuid4().hex[:6]}", f"op-copy-{uuid.uuid4().hex[:6]}"
+    cluster.core.create_namespaced_secret(
+        cluster.namespace,
+        {"metadata": {"name": "upstream-kafka"}, "stringData": client},
+    )
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+    cluster.create("kafkasources", source(2, counts, limit=500))
+    mirror = {
+        "kind": "KafkaSource",
+        "metadata": {"name": "mirror"},
+        "spec": {
+            "pipeline": "orders",
+            "topic": copy,
+            "tasksMax": 2,
+            "exactlyOnceSupport": "required",
+            "connector": {
+                "type": "kafka",
+                "secretRef": {"name": "upstream-kafka"},
+                "config": {"topics": [counts], "bootstrapServers": node_bootstrap},
+            },
+        },
+    }
+    wait_for(lambda: _topic_exists(kafka_bootstrap, counts), 120, "the counter's topic")
+    cluster.create("kafkasources", mirror)
+    wait_for(
+        lambda: _finished(cluster, kafka_bootstrap, copy, 500),
+        180,
+        "the mirror to copy every stream",
+        interval_s=2,
+    )
+    _audit_clean(kafka_bootstrap, copy, 500)
+    configmaps = cluster.core.list_namespaced_config_map(cluster.namespace).items
+    assert any(c.metadata.name.startswith("mirror-g") for c in configmaps)
+    assert all(client["sasl.password"] not in json.dumps(c.data) for c in configmaps), (
+        "the connector's Secret is mounted, never copied into the task settings"
+    )
+
+
+def _topic_exists(bootstrap: str, topic: str) -> bool:
+    try:
+        return bool(end_offsets(bootstrap, topic))
+    except LookupError:
+        return False

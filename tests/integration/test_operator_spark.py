@@ -112,7 +112,10 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
     app = _application(cluster)
     assert app is not None
-    assert app["spec"]["driver"]["env"] == [secret_env], "kept by the Spark operator's CRD"
+    # What the Spark operator's CRD keeps is what its webhook and submission can apply.
+    assert app["spec"]["driver"]["env"] == [secret_env]
+    (executor,) = app["spec"]["executor"]["template"]["spec"]["containers"]
+    assert executor["env"] == [secret_env]
     conf = app["spec"]["sparkConf"]
     assert conf["spark.onceflow.kafka.isolation.level"] == "read_uncommitted", (
         "the rollout starts at disabled: consumers read uncommitted until preparing"

@@ -9,13 +9,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
-    """Creates a fresh topic so tests never see each other's records."""
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 1)])
     futures[name].result(timeout=30)
     return name
+
+
+def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
+    """Creates a fresh topic so tests never see each other's records."""
+    return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions)
 
 
 def consumer(bootstrap: str, isolation: str) -> Consumer:

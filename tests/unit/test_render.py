@@ -269,3 +269,24 @@ def test_a_variable_set_by_env_and_by_sparkconf_is_refused() -> None:
     with pytest.raises(ValueError, match=re.escape("sparkConf['spark.executorEnv.TOKEN']")):
         parse_resources(_orders_with_spark_job(env=env, sparkConf=conf))
     assert parse_resources(_orders_with_spark_job(env=env, sparkConf={"spark.executorEnv.X": "1"}))
+
+
+def test_the_connectors_secret_is_mounted_into_the_task_and_never_copied() -> None:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "KafkaSource":
+            document["spec"]["connector"]["secretRef"] = {"name": "source-auth"}
+    objects = render_resources(parse_resources(documents))
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert pods
+    for pod in pods:
+        assert {"name": "connector", "secret": {"secretName": "source-auth"}} in (
+            pod["spec"]["volumes"]
+        )
+        (container,) = pod["spec"]["containers"]
+        assert {"name": "connector", "mountPath": "/etc/onceflow-connector", "readOnly": True} in (
+            container["volumeMounts"]
+        )
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "task-0.json" in o["data"]]
+    settings = json.loads(configmap["data"]["task-0.json"])
+    assert settings["connectorSecretDir"] == "/etc/onceflow-connector"

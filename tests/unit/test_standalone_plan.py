@@ -104,3 +104,21 @@ def test_a_spark_job_that_cannot_run_is_refused_with_the_field_and_the_fix(
         _plan(tmp_path, _documents(sink, sources=sources))
     assert message in str(refused.value)
     assert "SparkJob 'copier'" in str(refused.value)
+
+
+def test_a_connector_secret_must_be_in_the_same_files(tmp_path: Path) -> None:
+    documents = _documents({"kafka": {"topic": "out", "partitions": 2}})
+    documents[1]["spec"]["connector"]["secretRef"] = {"name": "source-auth"}
+    with pytest.raises(InvalidResourceError) as refused:
+        _plan(tmp_path, documents)
+    assert "KafkaSource 'counter': spec.connector.secretRef: no Secret 'source-auth'" in str(
+        refused.value
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "source-auth"},
+        "stringData": {"sasl.password": "pw"},
+    }
+    plan = _plan(tmp_path, [*documents, secret])
+    assert plan.secrets["source-auth"] == {"sasl.password": "pw"}

@@ -27,8 +27,10 @@ class SourceRecord:
     key: bytes | None = None
     topic: str | None = None
     """Destination topic; ``None`` means the source's ``spec.topic``."""
-    headers: Sequence[tuple[str, bytes]] = ()
+    headers: Sequence[tuple[str, bytes | None]] = ()
     timestamp_ms: int | None = None
+    partition: int | None = None
+    """Destination partition; ``None`` means the partitioner's choice (by key)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class TaskContext:
     offsets: OffsetReader
     transactions: TransactionContext | None = None
     """Present only when the source's boundary is ``connector``."""
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    """The keys of ``spec.connector.secretRef`` (credentials of the source system):
+    mounted into the task, never part of ``config``."""
 
 
 class SourceTask(ABC):

@@ -66,6 +66,11 @@ class TaskSettings(ApiModel):
     transactional_id: str
     connector_type: str
     connector_config: dict[str, Any] = Field(default_factory=dict)
+    connector_secret_dir: str | None = Field(
+        default=None,
+        description="Directory of the connector's Secret (``spec.connector.secretRef``), "
+        "one file per key: the task hands the keys to the connector as its secrets.",
+    )
     transaction_boundary: TransactionBoundary = TransactionBoundary.POLL
     transaction_interval_ms: int = Field(default=1000, ge=1)
     transaction_timeout_ms: int = Field(

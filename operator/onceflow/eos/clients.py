@@ -27,9 +27,9 @@ def client_config(bootstrap: str, extra: Mapping[str, str] | None = None) -> Cli
     return {"bootstrap.servers": bootstrap, "log_level": 4, **(extra or {})}
 
 
-def mounted_kafka_config(directory: str | None) -> dict[str, str]:
-    """A mounted Secret's files, one librdkafka setting per file (the Pipeline's
-    ``kafka.authSecretRef``); empty when nothing is mounted."""
+def mounted_secret(directory: str | None) -> dict[str, str]:
+    """A mounted Secret's files, one key per file (the Pipeline's ``kafka.authSecretRef``
+    holds one librdkafka setting per key); empty when nothing is mounted."""
     if not directory:
         return {}
     return {

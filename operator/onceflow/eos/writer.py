@@ -85,6 +85,7 @@ class _ProducingWriter:
             record.value,
             record.headers,
             record.timestamp_ms,
+            -1 if record.partition is None else record.partition,
         )
 
     def send(
@@ -92,7 +93,7 @@ class _ProducingWriter:
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[tuple[str, bytes]] = (),
+        headers: Sequence[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
         partition: int = -1,
     ) -> None:
@@ -103,7 +104,7 @@ class _ProducingWriter:
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[tuple[str, bytes]] = (),
+        headers: Sequence[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
         on_delivery: DeliveryCallback | None = None,
         partition: int = -1,
@@ -236,7 +237,7 @@ class TransactionalWriter(_ProducingWriter):
         topic: str,
         key: bytes | None,
         value: bytes | None,
-        headers: Sequence[tuple[str, bytes]] = (),
+        headers: Sequence[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
         partition: int = -1,
     ) -> None:

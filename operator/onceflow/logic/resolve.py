@@ -50,10 +50,21 @@ def resolve_source(
     mode: ExactlyOnceMode | None = None,
     bootstrap_override: str | None = None,
     kafka_config_dir: str | None = None,
+    secrets: Mapping[str, Mapping[str, str]] | None = None,
 ) -> DesiredTasks | list[Problem]:
     """The tasks to run (in ``mode``, else the pipeline's target), or every problem.
-    ``where`` says where the Pipeline was looked for, for the message."""
+    ``where`` says where the Pipeline was looked for, for the message; ``secrets``: the
+    Secrets at hand, when the connector's Secret is read here (``onceflow run``)."""
     problems: list[Problem] = []
+    secret_ref = source.spec.connector.secret_ref
+    if secret_ref is not None and secrets is not None and secret_ref.name not in secrets:
+        problems.append(
+            Problem(
+                "spec.connector.secretRef",
+                f"no Secret {secret_ref.name!r} {where}; add it next to the source",
+                SECRET_NOT_FOUND,
+            )
+        )
     try:
         connector = connectors(source.spec.connector.type)
     except LookupError as error:

@@ -23,6 +23,7 @@ CONFIG_MOUNT = "/etc/onceflow"
 DEFAULT_TASK_IMAGE = "ghcr.io/onceflow/onceflow:0.1.0"
 """The image task pods run unless the operator is given another (ONCEFLOW_TASK_IMAGE)."""
 KAFKA_SECRET_MOUNT = "/etc/onceflow-kafka"
+CONNECTOR_SECRET_MOUNT = "/etc/onceflow-connector"
 TASK_SERVICE_ACCOUNT = "onceflow-task"
 METRICS_PORT = 9404
 # Tasks finish their open transaction on SIGTERM; 30 s covers a commit retried
@@ -99,11 +100,15 @@ def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str
     resources, the auth mount). A change rolls the pods within their generation: the
     task configs, ids and offsets are the same, and each new pod's initialisation
     fences the old pod of its id, so no new generation (and no fencing round) is due."""
-    parts = {
+    parts: dict[str, Any] = {
         "image": source.spec.image or default_image,
         "resources": source.spec.resources.to_wire(),
         "kafkaSecret": kafka_secret,
     }
+    # Only when set: the pods of every other source keep their hash, so upgrading the
+    # operator restarts none of them.
+    if connector_secret := source.spec.connector.secret_ref:
+        parts["connectorSecret"] = connector_secret.name
     canonical = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(canonical).hexdigest()[:12]
 
@@ -166,6 +171,9 @@ def task_pod(
     if kafka_secret:
         mounts.append({"name": "kafka", "mountPath": KAFKA_SECRET_MOUNT, "readOnly": True})
         volumes.append({"name": "kafka", "secret": {"secretName": kafka_secret}})
+    if connector_secret := source.spec.connector.secret_ref:
+        mounts.append({"name": "connector", "mountPath": CONNECTOR_SECRET_MOUNT, "readOnly": True})
+        volumes.append({"name": "connector", "secret": {"secretName": connector_secret.name}})
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -16,6 +16,7 @@ from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.source import KafkaSource
 from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
 from onceflow.model.names import offsets_topic, task_transactional_ids
+from onceflow.model.objects import CONNECTOR_SECRET_MOUNT
 
 
 def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -> str:
@@ -112,6 +113,7 @@ class DesiredTasks:
                 transactional_id=ids[task_id],
                 connector_type=spec.connector.type,
                 connector_config=dict(config),
+                connector_secret_dir=CONNECTOR_SECRET_MOUNT if spec.connector.secret_ref else None,
                 transaction_boundary=spec.transaction_boundary,
                 transaction_interval_ms=spec.transaction_interval_ms,
                 transaction_timeout_ms=spec.transaction_timeout,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api.task import TaskSettings
-from onceflow.eos.clients import mounted_kafka_config
+from onceflow.eos.clients import mounted_secret
 from onceflow.runtime.authority import authority_from
 from onceflow.runtime.plugins import load_connector
 from onceflow.runtime.task import ExitCode, TaskRunner
@@ -57,7 +57,7 @@ class ThrottledPrinter:
 def with_mounted_kafka_config(settings: TaskSettings) -> TaskSettings:
     """Merges a mounted Secret's files (one librdkafka setting per file) into the
     client settings; the Secret's keys win over the plain config."""
-    mounted = mounted_kafka_config(settings.kafka_config_dir)
+    mounted = mounted_secret(settings.kafka_config_dir)
     return settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
 
 

@@ -34,6 +34,7 @@ from onceflow.api.connector import (
 )
 from onceflow.api.source import TransactionBoundary
 from onceflow.api.task import TaskSettings
+from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import (
     OffsetsTopicError,
     StoredOffsets,
@@ -146,6 +147,7 @@ class TaskRunner:
                 config=self.settings.connector_config,
                 offsets=offsets,
                 transactions=txn,
+                secrets=mounted_secret(self.settings.connector_secret_dir),
             )
         )
         return task

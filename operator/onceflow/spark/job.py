@@ -16,7 +16,7 @@ from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
-from onceflow.eos.clients import mounted_kafka_config
+from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
 from onceflow.model.spark_app import ISOLATION_CONF
@@ -178,7 +178,7 @@ def run_job(settings: SparkJobSettings) -> int:
 
     # The mounted Secret's settings join the plain ones, for the Python producers (as
     # they are) and Spark's reader and built-in sink (translated).
-    mounted = mounted_kafka_config(settings.kafka_config_dir)
+    mounted = mounted_secret(settings.kafka_config_dir)
     settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
     query = start_query(spark, settings)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import base64
 import fcntl
 import logging
+import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def load_manifests(paths: Sequence[Path]) -> Manifests:
 class RunPlan:
     sources: list[DesiredTasks]
     spark_jobs: list[PlannedSparkJob]
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: Path) -> RunPlan:
@@ -128,6 +130,7 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
             load_connector,
             where=IN_MANIFESTS,
             bootstrap_override=bootstrap_override,
+            secrets=manifests.secrets,
         )
         if isinstance(desired, list):
             problems += labelled("KafkaSource", source.metadata.name, desired)
@@ -152,7 +155,7 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
         raise InvalidResourceError("manifests", problems)
     if not planned and not jobs:
         raise InvalidResourceError("manifests", [Problem("", "no KafkaSource or SparkJob to run")])
-    return RunPlan(planned, jobs)
+    return RunPlan(planned, jobs, manifests.secrets)
 
 
 @dataclass
@@ -166,6 +169,8 @@ class SourceSupervisor:
     tasks: dict[int, ChildProcess] = field(default_factory=dict)
     running_generation: int = 0
     failures: FenceFailures = field(default_factory=FenceFailures)
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The manifests' Secrets; the connector's is written for its tasks at each start."""
 
     @property
     def name(self) -> str:
@@ -251,6 +256,10 @@ class SourceSupervisor:
         settings = self.desired.settings(
             record.generation, authority, incarnation=record.incarnation
         )
+        secret_dir = self._write_connector_secret(stem)
+        if secret_dir is not None:
+            update = {"connector_secret_dir": str(secret_dir)}
+            settings = [s.model_copy(update=update) for s in settings]
         self.running_generation = record.generation
         for task_id in task_ids:
             path = Path(f"{stem}.g{record.generation}-{task_id}.json")
@@ -269,6 +278,21 @@ class SourceSupervisor:
             f"in mode {record.mode}"
         )
         self._write_pids()
+
+    def _write_connector_secret(self, stem: Path) -> Path | None:
+        """The connector's Secret as a pod would mount it (a file per key), readable by
+        this user only: credentials never go into the settings files."""
+        ref = self.desired.source.spec.connector.secret_ref
+        if ref is None:
+            return None
+        directory = Path(f"{stem}.connector-secret")
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(mode=0o700)
+        for key, value in self.secrets[ref.name].items():
+            path = directory / key
+            path.touch(mode=0o600)
+            path.write_text(value)
+        return directory
 
     def _supervise(self, now: float) -> None:
         changed = False
@@ -342,10 +366,10 @@ class Supervisor:
         for desired in plan.sources:
             key = f"{desired.source.metadata.namespace}/{desired.source.metadata.name}"
             names.add(key)
-            if key in self.sources:
-                self.sources[key].desired = desired
-            else:
+            if key not in self.sources:
                 self.sources[key] = SourceSupervisor(desired, self.state_dir, self.say)
+            self.sources[key].desired = desired
+            self.sources[key].secrets = plan.secrets
         for key in set(self.sources) - names:
             self.say(f"{key}: removed from the manifests; stopping its tasks")
             self.sources.pop(key).stop_tasks()
