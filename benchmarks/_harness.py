@@ -7,8 +7,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from onceflow.api import ExactlyOnceMode, TransactionBoundary
+from onceflow.api.connector import SourceConnector
 from onceflow.api.task import FileAuthority, TaskSettings
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.generations import GenerationRecord
@@ -24,6 +26,26 @@ def run_source(
 ) -> tuple[float, str]:
     """Runs one sequence task in-process until ``records`` are durable; returns
     (records per second, topic)."""
+    config = {
+        "streams": 4,
+        "limit": records // 4,
+        "batchSize": batch,
+        "padBytes": max(0, record_bytes - JSON_OVERHEAD),
+        "assigned": ["s0", "s1", "s2", "s3"],
+    }
+    return run_task(bootstrap, mode, SequenceConnector(), "sequence", config, records)
+
+
+def run_task(
+    bootstrap: str,
+    mode: ExactlyOnceMode,
+    connector: SourceConnector,
+    connector_type: str,
+    config: dict[str, Any],
+    records: int,
+) -> tuple[float, str]:
+    """Runs task 0 of ``connector`` in-process until ``records`` are durable; returns
+    (records per second, topic)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     state = Path(tempfile.mkdtemp()) / "state.json"
     store_record(state, GenerationRecord(1, 1, 1, mode, "bench", (), "", "bench"))
@@ -36,19 +58,13 @@ def run_source(
         topic=f"{name}.out",
         offsets_topic=f"{name}.offsets",
         transactional_id=f"{name}-0",
-        connector_type="sequence",
-        connector_config={
-            "streams": 4,
-            "limit": records // 4,
-            "batchSize": batch,
-            "padBytes": max(0, record_bytes - JSON_OVERHEAD),
-            "assigned": ["s0", "s1", "s2", "s3"],
-        },
+        connector_type=connector_type,
+        connector_config=config,
         transaction_boundary=TransactionBoundary.POLL,
         authority=FileAuthority(path=str(state)),
     )
     stop = threading.Event()
-    runner = TaskRunner(settings, SequenceConnector(), FileGenerationAuthority(str(state)), stop)
+    runner = TaskRunner(settings, connector, FileGenerationAuthority(str(state)), stop)
     thread = threading.Thread(target=runner.run)
     started = time.perf_counter()
     thread.start()

@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Message, Producer
+from confluent_kafka import Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
-from tests.support.kafka import create_topic, new_topic
+from tests.support.kafka import authenticated_listener, create_topic, new_topic
 from tests.support.tasks import TaskProcess, generation_settings, only_task, plan, write_generation
-from tests.support.testbed import ROOT, script_value
+from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka]
@@ -38,7 +39,8 @@ KILLS = max(4, int(os.environ.get("ONCEFLOW_CHAOS_KILLS", "20")) // 2)
 RECORDS = int(os.environ.get("ONCEFLOW_CHAOS_RECORDS", "3000")) // 2
 STREAMS = 6
 TXN_RECORDS = 60
-BASE_TIMESTAMP_MS = 1_700_000_000_000
+# Recent: the broker's time-based retention would delete older records mid-test.
+BASE_TIMESTAMP_MS = int(time.time() * 1000) - 600_000
 
 
 def _timestamp(stream: int, seq: int) -> int:
@@ -145,6 +147,8 @@ def test_sigkilled_mirror_tasks_copy_every_committed_record_once_and_no_aborted_
     rng = random.Random(98)
     output = desired.source.spec.topic
     try:
+        # Kills land on tasks that are copying, not on ones still starting up.
+        wait_for(lambda: _output(kafka_bootstrap, output), 60, "the first mirrored records")
         for _ in range(KILLS):
             victim = rng.choice(tasks)
             time.sleep(rng.uniform(0.3, 1.0))  # fault timing, not synchronisation
@@ -190,10 +194,9 @@ def test_keep_partition_writes_each_record_to_its_source_partition(
         )
     finally:
         task.terminate()
-    placed = {
-        json.loads(m.value() or b"null")["n"]: m.partition()
-        for m in _output(kafka_bootstrap, desired.source.spec.topic)
-    }
+    output = _output(kafka_bootstrap, desired.source.spec.topic)
+    placed = {json.loads(m.value() or b"null")["n"]: m.partition() for m in output}
+    assert len(output) == 90
     assert placed == {n: n % 3 for n in range(90)}
 
 
@@ -202,11 +205,7 @@ def test_the_source_clusters_credentials_come_from_the_connectors_secret(
 ) -> None:
     """The test bed's SASL-over-TLS listener (on the node network, when the broker has
     it) as the source cluster: without its settings the mirror could not read at all."""
-    try:
-        node_bootstrap = script_value("scripts/kafka.sh", "node-bootstrap")
-        client = json.loads(Path(script_value("scripts/kafka.sh", "node-client")).read_text())
-    except RuntimeError as error:
-        pytest.skip(f"the broker has no authenticated listener here ({error})")
+    node_bootstrap, client = authenticated_listener()
     source = new_topic(kafka_bootstrap, "mirror-auth", partitions=1)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for n in range(20):
@@ -283,3 +282,59 @@ def test_the_mirror_example_runs_with_onceflow_run(kafka_bootstrap: str, tmp_pat
         run.wait(60)
     report = copied()
     assert report.ok, report
+
+
+def _produce_at(bootstrap: str, topic: str, times_ms: list[int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for n, at in enumerate(times_ms):
+        producer.produce(
+            topic, json.dumps({"stream": "s0", "seq": n + 1}).encode(), b"s0", timestamp=at
+        )
+    producer.flush(30)
+
+
+def test_a_starting_timestamp_starts_partitions_never_mirrored_at_that_record(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Records 1..10 are older than the starting time, 11..20 not: a fixed point, so a
+    task restarted before its first commit finds the same record (a "latest" end would
+    have moved)."""
+    source = new_topic(kafka_bootstrap, "mirror-time", partitions=1)
+    _produce_at(kafka_bootstrap, source, [BASE_TIMESTAMP_MS + n for n in range(20)])
+    desired = _mirror(
+        kafka_bootstrap, source, tasks_max=1, startingTimestampMs=BASE_TIMESTAMP_MS + 10
+    )
+    task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
+    output = desired.source.spec.topic
+    try:
+        wait_for(lambda: len(_output(kafka_bootstrap, output)) >= 10, 120, "10 records")
+    finally:
+        task.terminate()
+    seqs = [json.loads(m.value() or b"null")["seq"] for m in _output(kafka_bootstrap, output)]
+    assert seqs == list(range(11, 21))
+
+
+def test_a_stored_offset_the_source_no_longer_has_stops_the_task_naming_it(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Retention deleted records the mirror had not copied: it says so instead of
+    jumping to whatever the source still has."""
+    source = new_topic(kafka_bootstrap, "mirror-gone", partitions=1)
+    _produce_at(kafka_bootstrap, source, [BASE_TIMESTAMP_MS + n for n in range(10)])
+    desired = _mirror(kafka_bootstrap, source, tasks_max=1)
+    settings = only_task(desired, tmp_path)
+    output = desired.source.spec.topic
+    task = TaskProcess(settings, tmp_path).start()
+    try:
+        wait_for(lambda: len(_output(kafka_bootstrap, output)) >= 10, 120, "10 records")
+    finally:
+        stopped = task.terminate()
+    assert stopped == 0
+    _produce_at(kafka_bootstrap, source, [BASE_TIMESTAMP_MS + n for n in range(10, 30)])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    (deleted,) = admin.delete_records([TopicPartition(source, 0, 20)]).values()
+    deleted.result(30)
+    restarted = TaskProcess(settings, tmp_path).start()
+    assert restarted.wait(120) != 0
+    assert f"reading {source}/0 at its stored offset failed" in restarted.log_path.read_text()
+    assert len(_output(kafka_bootstrap, output)) == 10, "nothing after the gap was copied"

@@ -118,6 +118,18 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             "spec.transactionBoundaryIntervalMs",
         ),
         (_with(SOURCE, "spec.topic", None), "spec.topic"),
+        (
+            _with(SOURCE, "spec.volumes", [{"name": "data", "mountPath": "/data"}]),
+            "spec.volumes[0].persistentVolumeClaim",
+        ),
+        (
+            _with(
+                SOURCE,
+                "spec.volumes",
+                [{"name": "tmp", "mountPath": "/d", "persistentVolumeClaim": {"claimName": "c"}}],
+            ),
+            "the task pod uses that name",
+        ),
         (_with(SOURCE, "spec.connector.type", ""), "spec.connector.type"),
         (_with(PIPELINE, "spec.exactlyOnce", "always"), "spec.exactlyOnce"),
         (_with(PIPELINE, "spec.kafka", None), "spec.kafka"),
@@ -129,7 +141,10 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(JOB, "spec.sparkConf", {"spark.kubernetes.executor.request.cores": "lots"}),
             "sparkConf['spark.kubernetes.executor.request.cores'] must be a CPU quantity",
         ),
-        (_with(JOB, "spec.env", [{"name": "SPARK_HOME", "value": "/"}]), "are set by Spark"),
+        (
+            _with(JOB, "spec.env", [{"name": "SPARK_HOME", "value": "/"}]),
+            "are set by the image, Spark",
+        ),
         (_with(JOB, "spec.env", [{"name": "A"}]), "set exactly one of value or valueFrom"),
         (
             _with(JOB, "spec.env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),

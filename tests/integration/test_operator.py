@@ -23,8 +23,8 @@ from tests.support.cluster import (
     new_namespace,
     running_operator,
 )
+from tests.support.kafka import authenticated_listener
 from tests.support.kubelet import LocalKubelet
-from tests.support.testbed import script_value
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
@@ -436,11 +436,7 @@ def test_a_kafka_mirror_reads_its_source_cluster_with_the_connectors_secret(
 ) -> None:
     """The operator mounts ``connector.secretRef`` into the mirror's task pods; the
     source cluster is the broker's SASL-over-TLS listener, readable only with it."""
-    try:
-        node_bootstrap = script_value("scripts/kafka.sh", "node-bootstrap")
-        client = json.loads(Path(script_value("scripts/kafka.sh", "node-client")).read_text())
-    except RuntimeError as error:
-        pytest.skip(f"the broker has no authenticated listener here ({error})")
+    node_bootstrap, client = authenticated_listener()
     cluster, _, _ = operator
     counts, copy = f"op-{uuid.uuid4().hex[:6]}", f"op-copy-{uuid.uuid4().hex[:6]}"
     cluster.core.create_namespaced_secret(

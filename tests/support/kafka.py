@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import uuid
+from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.testbed import script_value
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
@@ -81,3 +87,19 @@ def zombie_in_a_transaction(bootstrap: str, transactional_id: str, topic: str) -
     zombie.produce(topic, b"late")
     zombie.flush(30)
     return zombie
+
+
+def authenticated_listener() -> tuple[str, dict[str, str]]:
+    """The broker's SASL-over-TLS listener on the node network and librdkafka settings
+    for it (scripts/kafka.sh). Root makes the network, so there a missing listener is a
+    failure; elsewhere the test is skipped."""
+    try:
+        bootstrap = script_value("scripts/kafka.sh", "node-bootstrap")
+        settings: dict[str, str] = json.loads(
+            Path(script_value("scripts/kafka.sh", "node-client")).read_text()
+        )
+    except RuntimeError as error:
+        if os.geteuid() == 0:
+            raise
+        pytest.skip(f"the broker has no authenticated listener without root ({error})")
+    return bootstrap, settings

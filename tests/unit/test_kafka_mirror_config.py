@@ -20,7 +20,7 @@ VALID = {"topics": ["orders"], "bootstrapServers": "other:9092"}
         ({"bootstrapServers": ""}, "bootstrapServers", "host:port"),
         ({"keepPartition": "yes"}, "keepPartition", "true or false"),
         ({"topics": ["a", "b"], "keepPartition": True}, "keepPartition", "one source topic"),
-        ({"startingOffsets": "now"}, "startingOffsets", "earliest or latest"),
+        ({"startingTimestampMs": "now"}, "startingTimestampMs", "epoch milliseconds"),
         ({"batchSize": 0}, "batchSize", ">= 1"),
         ({"metadataRefreshMs": 10}, "metadataRefreshMs", ">= 1000"),
         ({"groupId": "x"}, "groupId", "unknown setting"),

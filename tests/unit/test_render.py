@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -290,3 +291,67 @@ def test_the_connectors_secret_is_mounted_into_the_task_and_never_copied() -> No
     (configmap,) = [o for o in objects if o["kind"] == "ConfigMap" and "task-0.json" in o["data"]]
     settings = json.loads(configmap["data"]["task-0.json"])
     assert settings["connectorSecretDir"] == "/etc/onceflow-connector"
+
+
+def _quickstart_with_volumes(volumes: list[dict[str, Any]]) -> list[Any]:
+    documents = list(yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()))
+    for document in documents:
+        if document and document["kind"] == "KafkaSource":
+            document["spec"]["volumes"] = volumes
+    return documents
+
+
+def test_a_sources_volumes_are_mounted_into_every_task_pod() -> None:
+    volumes = [
+        {"name": "data", "mountPath": "/data/in", "persistentVolumeClaim": {"claimName": "in"}},
+        {
+            "name": "out",
+            "mountPath": "/out",
+            "readOnly": False,
+            "persistentVolumeClaim": {"claimName": "o"},
+        },
+    ]
+    pods = [
+        o
+        for o in render_resources(parse_resources(_quickstart_with_volumes(volumes)))
+        if o["kind"] == "Pod"
+    ]
+    assert pods
+    for pod in pods:
+        assert pod["spec"]["volumes"][-3:-1] == [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "in"}},
+            {"name": "out", "persistentVolumeClaim": {"claimName": "o"}},
+        ]
+        (container,) = pod["spec"]["containers"]
+        assert container["volumeMounts"][-3:-1] == [
+            {"name": "data", "mountPath": "/data/in", "readOnly": True},
+            {"name": "out", "mountPath": "/out", "readOnly": False},
+        ]
+    plain = render_resources(parse_resources(_quickstart_with_volumes([])))
+    label = "onceflow.io/pod-template"
+    assert [o["metadata"]["labels"][label] for o in plain if o["kind"] == "Pod"] != [
+        p["metadata"]["labels"][label] for p in pods
+    ], "a volume change rolls the pods"
+
+
+def _claim(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "mountPath": path, "persistentVolumeClaim": {"claimName": "c"}}
+
+
+@pytest.mark.parametrize(
+    ("volumes", "message"),
+    [
+        ([_claim("tmp", "/x")], "volumes[tmp]: the task pod uses that name"),
+        ([_claim("d", "/etc/onceflow/x")], "overlaps the task pod's own mounts"),
+        ([_claim("d", "//x/../etc/onceflow")], "overlaps the task pod's own mounts"),
+        ([_claim("d", "/")], "overlaps the task pod's own mounts"),
+        ([{"name": "d", "mountPath": "/d"}], "persistentVolumeClaim"),
+        ([_claim("d", "/a"), _claim("d", "/b")], "volumes: d named more than once"),
+        ([_claim("a", "/data"), _claim("b", "/data/x")], "overlaps another volume's"),
+    ],
+)
+def test_a_volume_the_task_pod_could_not_take_is_refused_by_name(
+    volumes: list[dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_resources(_quickstart_with_volumes(volumes))

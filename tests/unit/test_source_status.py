@@ -51,6 +51,18 @@ def test_task_statuses_report_the_current_generation_only() -> None:
     assert [(t.id, t.ready, t.restarts) for t in tasks] == [(0, False, 0), (1, True, 3)]
 
 
+def test_a_tasks_last_failure_message_reaches_its_status() -> None:
+    failed, stopped = pod(2, 0, restarts=2), pod(2, 1, restarts=1)
+    failed["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {"exitCode": 1, "message": "config.paths: /data/in does not exist\n"}
+    }
+    stopped["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {"exitCode": 0, "message": "stopped"}
+    }
+    tasks = task_statuses([failed, stopped], 2)
+    assert [t.last_error for t in tasks] == ["config.paths: /data/in does not exist", None]
+
+
 def _legacy_ids(count: int) -> tuple[str, ...]:
     return tuple(f"ns.p-src-{i}" for i in range(count))
 

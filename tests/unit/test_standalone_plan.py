@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 from onceflow.api import InvalidResourceError
-from onceflow.standalone.supervisor import plan_run
+from onceflow.standalone.supervisor import SourceSupervisor, plan_run
 
 
 def _resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -122,3 +123,37 @@ def test_a_connector_secret_must_be_in_the_same_files(tmp_path: Path) -> None:
     }
     plan = _plan(tmp_path, [*documents, secret])
     assert plan.secrets["source-auth"] == {"sasl.password": "pw"}
+
+    secret["stringData"] = {"../escape": "pw"}
+    with pytest.raises(InvalidResourceError) as refused:
+        _plan(tmp_path, [*documents, secret])
+    assert "key '../escape' is not a valid Secret key" in str(refused.value)
+
+
+def test_onceflow_run_hands_the_connector_secret_to_each_generation_as_private_files(
+    tmp_path: Path,
+) -> None:
+    documents = _documents({"kafka": {"topic": "out", "partitions": 2}})
+    documents[1]["spec"]["connector"]["secretRef"] = {"name": "source-auth"}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "source-auth"},
+        "stringData": {"sasl.password": "pw", "sasl.username": "u"},
+    }
+    plan = _plan(tmp_path, [*documents, secret])
+    state = tmp_path / "state"
+    state.mkdir()
+    supervisor = SourceSupervisor(plan.sources[0], state, print, secrets=plan.secrets)
+    stem = supervisor.state_file.with_suffix("")
+    first = supervisor._write_connector_secret(stem, 3)
+    assert first is not None
+    assert stat.S_IMODE(first.stat().st_mode) == 0o700
+    assert {p.name: (p.read_text(), stat.S_IMODE(p.stat().st_mode)) for p in first.iterdir()} == {
+        "sasl.password": ("pw", 0o600),
+        "sasl.username": ("u", 0o600),
+    }
+    second = supervisor._write_connector_secret(stem, 4)
+    assert second is not None and second.exists() and not first.exists()
+    supervisor.stop_tasks()
+    assert not second.exists(), "nothing of the Secret is left behind"

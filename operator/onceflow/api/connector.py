@@ -33,6 +33,12 @@ class SourceRecord:
     """Destination partition; ``None`` means the partitioner's choice (by key)."""
 
 
+class ConnectorError(RuntimeError):
+    """The source system cannot be read as configured (unreachable, changed under the
+    connector): the message names the setting to fix. The task exits with an error
+    instead of guessing, and restarts from its committed offsets."""
+
+
 @dataclass(frozen=True)
 class ConfigProblem:
     """A connector config error: ``field`` is the key under ``spec.connector.config``."""

@@ -3,6 +3,7 @@ records and their source offsets in one Kafka transaction (KIP-618)."""
 
 from __future__ import annotations
 
+import posixpath
 from enum import StrEnum
 from typing import Any, Literal, Self
 
@@ -62,6 +63,78 @@ class ResourceRequirements(ApiModel):
 
     requests: dict[str, str] = Field(default_factory=dict, description="Requested quantities.")
     limits: dict[str, str] = Field(default_factory=dict, description="Quantity limits.")
+
+
+class ClaimSource(ApiModel):
+    claim_name: str = Field(
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="PersistentVolumeClaim in the source's namespace.",
+    )
+
+
+# Names and paths the task pod already uses for its settings, credentials and /tmp.
+TASK_POD_VOLUMES = ("config", "kafka", "connector", "tmp")
+TASK_POD_MOUNTS = ("/etc/onceflow", "/etc/onceflow-kafka", "/etc/onceflow-connector", "/tmp")
+
+
+class TaskVolume(ApiModel):
+    """A PersistentVolumeClaim mounted into every task pod: where a connector that reads
+    files (the files connector) finds them on Kubernetes. (A ConfigMap is not offered:
+    its files are symlinks swapped on every update, never appended to.)"""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"!(self.name in {list(TASK_POD_VOLUMES)})",
+                    "message": "the task pod uses that name ("
+                    + ", ".join(TASK_POD_VOLUMES)
+                    + "); choose another",
+                }
+            ]
+        }
+    )
+
+    name: str = Field(
+        max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="Volume name."
+    )
+    mount_path: str = Field(
+        max_length=4096, pattern=r"^/", description="Where the task container sees it."
+    )
+    read_only: bool = Field(default=True, description="Mounted read-only (the default).")
+    persistent_volume_claim: ClaimSource = Field(description="The claim to mount.")
+
+    @model_validator(mode="after")
+    def _no_clash(self) -> Self:
+        if self.name in TASK_POD_VOLUMES:
+            raise ValueError(
+                f"volumes[{self.name}]: the task pod uses that name; choose another "
+                f"(taken: {', '.join(TASK_POD_VOLUMES)})"
+            )
+        path = self.normal_path
+        if path == "/" or any(_nested(path, taken) for taken in TASK_POD_MOUNTS):
+            raise ValueError(
+                f"volumes[{self.name}].mountPath {self.mount_path!r} overlaps the task "
+                f"pod's own mounts ({', '.join(TASK_POD_MOUNTS)}); mount it elsewhere"
+            )
+        return self
+
+    @property
+    def normal_path(self) -> str:
+        return posixpath.normpath("/" + self.mount_path.lstrip("/"))
+
+    def pod_volume(self) -> dict[str, Any]:
+        claim = {"claimName": self.persistent_volume_claim.claim_name}
+        return {"name": self.name, "persistentVolumeClaim": claim}
+
+    def mount(self) -> dict[str, Any]:
+        return {"name": self.name, "mountPath": self.mount_path, "readOnly": self.read_only}
+
+
+def _nested(a: str, b: str) -> bool:
+    """One path is the other or inside it."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 class KafkaSourceSpec(ApiModel):
@@ -137,6 +210,26 @@ class KafkaSourceSpec(ApiModel):
         default_factory=ResourceRequirements,
         description="CPU/memory requests and limits of each task pod.",
     )
+    volumes: list[TaskVolume] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Volumes mounted into every task pod (files a connector reads).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    @model_validator(mode="after")
+    def _volumes_are_distinct(self) -> Self:
+        names = [volume.name for volume in self.volumes]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"volumes: {', '.join(twice)} named more than once")
+        paths = [volume.normal_path for volume in self.volumes]
+        for i, path in enumerate(paths):
+            if any(_nested(path, other) for other in paths[i + 1 :]):
+                raise ValueError(
+                    f"volumes[{self.volumes[i].name}].mountPath {path} overlaps another "
+                    "volume's; give each its own directory"
+                )
+        return self
 
     @model_validator(mode="after")
     def _interval_only_with_interval_boundary(self) -> Self:
@@ -175,6 +268,10 @@ class TaskStatus(ApiModel):
     phase: str = Field(default="Pending", description="Pod phase.")
     ready: bool = Field(default=False, description="The task's container is running.")
     restarts: int = Field(default=0, ge=0, description="Container restarts in this generation.")
+    last_error: str | None = Field(
+        default=None,
+        description="Why the task's container last ended with an error (its message).",
+    )
 
 
 class KafkaSourceStatus(CommonStatus):

@@ -1,9 +1,10 @@
 """``kafka``: mirrors topics of a Kafka cluster (this one or another) into the
 pipeline's topic, exactly once.
 
-The source partition is the source topic-partition and the offset the next offset to
-read, stored in the same transaction as the mirrored records (Kafka Connect's
-MirrorMaker 2 keeps them in a separate offset commit, which is why it duplicates).
+The source partition is the source cluster's id with the topic-partition, and the
+offset the next offset to read, stored in the same transaction as the mirrored records
+(Kafka Connect's MirrorMaker 2 keeps them in a separate offset commit, which is why it
+duplicates).
 Records are read ``read_committed``: an aborted source transaction is never mirrored,
 and a record is mirrored once whatever the source producer retried. Keys, values,
 headers and timestamps are copied as they are; ``keepPartition`` also keeps the
@@ -17,6 +18,7 @@ topic are picked up without one.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 import zlib
@@ -25,7 +27,6 @@ from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    OFFSET_END,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
@@ -36,33 +37,56 @@ from confluent_kafka import (
 
 from onceflow.api.connector import (
     ConfigProblem,
+    ConnectorError,
     SourceConnector,
     SourceRecord,
     SourceTask,
     TaskContext,
 )
+from onceflow.connectors.settings import (
+    integer_problems,
+    is_int,
+    same_config_per_task,
+    unknown_settings,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
     "topics": None,
     "bootstrapServers": None,
     "keepPartition": False,
-    "startingOffsets": "earliest",
+    "startingTimestampMs": None,
     "batchSize": 1000,
     "metadataRefreshMs": 30000,
 }
-STARTING_OFFSETS = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
-"""Where a partition with no stored offset starts (a first run, or a new partition)."""
 POLL_TIMEOUT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
-
-
-class MirrorSourceError(RuntimeError):
-    """The source cluster or topic cannot be read; the message names the setting."""
+# The mirror's own consumer settings: exactly-once depends on them, so the connector's
+# Secret may not change them.
+CONSUMER_SETTINGS = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "isolation.level": "read_committed",
+    "enable.partition.eof": False,
+    # A stored offset the source no longer has (retention, a re-created topic) stops
+    # the task: jumping to either end would lose or repeat records without a word.
+    "auto.offset.reset": "error",
+}
+RESERVED_SECRET_KEYS = {"bootstrap.servers", "group.id", *CONSUMER_SETTINGS}
 
 
 def owner_task(topic: str, partition: int, task_count: int) -> int:
     """The task that mirrors ``topic``/``partition`` (stable across processes)."""
     return (zlib.crc32(topic.encode()) + partition) % task_count
+
+
+def _masked(text: str, secrets: Mapping[str, str]) -> str:
+    """librdkafka echoes a refused value in its message: never the Secret's."""
+    for value in secrets.values():
+        if value:
+            text = text.replace(value, "***")
+    return text
 
 
 class KafkaMirrorTask(SourceTask):
@@ -74,60 +98,119 @@ class KafkaMirrorTask(SourceTask):
         self.topics: list[str] = list(config["topics"])
         self.bootstrap: str = config["bootstrapServers"]
         self.keep_partition: bool = config["keepPartition"]
+        self.starting_ms: int | None = config["startingTimestampMs"]
         self.batch_size: int = config["batchSize"]
         self.refresh_s = int(config["metadataRefreshMs"]) / 1000
         self.task_count: int = config["taskCount"]
-        self.starting: int = STARTING_OFFSETS[config["startingOffsets"]]
-        # The source cluster's credentials come from the connector's Secret, one
-        # librdkafka setting per key; offsets are never committed to the source.
-        self.consumer = Consumer(
-            {
-                **context.secrets,
-                "bootstrap.servers": self.bootstrap,
-                "group.id": f"onceflow-mirror-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": False,
-            }
-        )
+        self.consumer = self._consumer(context.secrets)
         self.assigned: set[tuple[str, int]] = set()
-        self.refreshed_at = float("-inf")
-        self._assign_new_partitions()
-
-    def _assign_new_partitions(self) -> None:
-        self.refreshed_at = time.monotonic()
         try:
-            metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+            metadata = self._metadata()
+            # Offsets belong to one cluster: pointing the mirror at another one (a new
+            # bootstrapServers) starts it afresh there instead of at foreign offsets.
+            self.cluster = str(metadata.cluster_id or "unknown")
+            self._assign_new_partitions(metadata)
+        except BaseException:
+            self.consumer.close()
+            raise
+
+    def _consumer(self, secrets: Mapping[str, str]) -> Consumer:
+        """The source cluster's credentials come from the connector's Secret, one
+        librdkafka setting per key; offsets are never committed to the source."""
+        if reserved := sorted(RESERVED_SECRET_KEYS & secrets.keys()):
+            raise ConnectorError(
+                f"connector.secretRef: key {reserved[0]!r} is set by the mirror itself "
+                "(exactly-once depends on it); remove it from the Secret"
+            )
+        settings = {
+            **secrets,
+            **CONSUMER_SETTINGS,
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"onceflow-mirror-{uuid.uuid4().hex}",
+        }
+        try:
+            return Consumer(settings)
         except KafkaException as error:
-            raise MirrorSourceError(
+            raise ConnectorError(
+                "connector.secretRef: the source cluster's client settings were refused: "
+                + _masked(str(error), secrets)
+            ) from None
+
+    def _metadata(self) -> Any:
+        try:
+            return self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        except KafkaException as error:
+            raise ConnectorError(
                 f"config.bootstrapServers {self.bootstrap!r}: the source cluster did not "
                 f"answer ({error}); check the address and the connector's secretRef"
             ) from error
+
+    def _assign_new_partitions(self, metadata: Any) -> None:
+        self.refreshed_at = time.monotonic()
         new: list[TopicPartition] = []
         for topic in self.topics:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None:
-                raise MirrorSourceError(
+                raise ConnectorError(
                     f"config.topics: {topic!r} is not readable on {self.bootstrap} "
                     f"({found.error if found else 'no such topic'}); create it or fix the name"
                 )
             for partition in sorted(found.partitions):
                 mine = owner_task(topic, partition, self.task_count) == self.context.task_id
-                if not mine or (topic, partition) in self.assigned:
-                    continue
-                stored = self.context.offsets.offset({"topic": topic, "partition": partition})
-                start = int(stored["offset"]) if stored else self.starting
-                new.append(TopicPartition(topic, partition, start))
-                self.assigned.add((topic, partition))
+                if mine and (topic, partition) not in self.assigned:
+                    new.append(
+                        TopicPartition(topic, partition, self._start_offset(topic, partition))
+                    )
+                    self.assigned.add((topic, partition))
         if new:
             self.consumer.incremental_assign(new)
 
+    def _start_offset(self, topic: str, partition: int) -> int:
+        """The stored next offset; for a partition never mirrored, its beginning or the
+        first record at ``startingTimestampMs``: a fixed point, so a task that restarts
+        before its first commit starts at the same record (a "latest" end would move)."""
+        stored = self.context.offsets.offset(self._partition_key(topic, partition))
+        if stored is not None:
+            return int(stored["offset"])
+        if self.starting_ms is None:
+            return int(OFFSET_BEGINNING)
+        where = f"config.startingTimestampMs: finding it in {topic}/{partition}"
+        try:
+            (found,) = self.consumer.offsets_for_times(
+                [TopicPartition(topic, partition, self.starting_ms)], timeout=METADATA_TIMEOUT_S
+            )
+            if found.error is not None:
+                raise ConnectorError(f"{where} failed ({found.error})")
+            if found.offset >= 0:
+                return int(found.offset)
+            # No record at or after the time yet: everything written from now on is.
+            ends = self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
+            )
+        except KafkaException as error:
+            raise ConnectorError(f"{where} failed ({error})") from error
+        if ends is None:
+            raise ConnectorError(f"{where}: the partition's end offset did not come back")
+        return int(ends[1])
+
+    def _partition_key(self, topic: str, partition: int) -> dict[str, Any]:
+        return {"cluster": self.cluster, "topic": topic, "partition": partition}
+
     def poll(self) -> list[SourceRecord]:
         if time.monotonic() - self.refreshed_at >= self.refresh_s:
-            self._assign_new_partitions()
+            self._refresh()
         messages = self.consumer.consume(self.batch_size, POLL_TIMEOUT_S)
         return [self._record(message) for message in messages if self._readable(message)]
+
+    def _refresh(self) -> None:
+        """New partitions, when the source answers; a slow answer is asked again later
+        rather than ending a task that is reading fine."""
+        try:
+            metadata = self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+            self._assign_new_partitions(metadata)
+        except (KafkaException, ConnectorError) as error:
+            log.warning("source partitions not refreshed (%s); retrying later", error)
+            self.refreshed_at = time.monotonic()
 
     @staticmethod
     def _readable(message: Message) -> bool:
@@ -136,15 +219,19 @@ class KafkaMirrorTask(SourceTask):
             return True
         if error.code() == KafkaError._PARTITION_EOF:
             return False
-        raise MirrorSourceError(f"reading {message.topic()}/{message.partition()}: {error}")
+        raise ConnectorError(
+            f"config.topics: reading {message.topic()}/{message.partition()} at its stored "
+            f"offset failed ({error}); an offset out of range means the source lost records "
+            "the mirror had not copied (retention, a re-created topic)"
+        )
 
     def _record(self, message: Message) -> SourceRecord:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         if topic is None or partition is None or offset is None:
-            raise MirrorSourceError(f"a message without a topic, partition or offset: {message}")
+            raise ConnectorError(f"a message without a topic, partition or offset: {message}")
         kind, timestamp = message.timestamp()
         return SourceRecord(
-            source_partition={"topic": topic, "partition": partition},
+            source_partition=self._partition_key(topic, partition),
             source_offset={"offset": offset + 1},
             key=message.key(),
             value=message.value(),
@@ -165,21 +252,13 @@ def _headers(message: Message) -> list[tuple[str, bytes | None]]:
     return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
 
 
-def _is_int(value: object, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 class KafkaMirrorConnector(SourceConnector):
     """Exactly-once mirroring: the next offset is stored with the records it follows."""
 
     task_class = KafkaMirrorTask
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
-        problems = [
-            ConfigProblem(key, "unknown setting; known: " + ", ".join(sorted(DEFAULTS)))
-            for key in config
-            if key not in DEFAULTS
-        ]
+        problems = unknown_settings(config, DEFAULTS)
         merged = {**DEFAULTS, **config}
         topics = merged["topics"]
         if not (
@@ -204,18 +283,14 @@ class KafkaMirrorConnector(SourceConnector):
                     "topics would interleave; mirror each topic with its own KafkaSource",
                 )
             )
-        if merged["startingOffsets"] not in STARTING_OFFSETS:
-            problems.append(
-                ConfigProblem("startingOffsets", "earliest or latest (for partitions never read)")
-            )
-        for key, minimum in (("batchSize", 1), ("metadataRefreshMs", 1000)):
-            if not _is_int(merged[key], minimum):
-                problems.append(ConfigProblem(key, f"must be an integer >= {minimum}"))
+        starting = merged["startingTimestampMs"]
+        if starting is not None and not is_int(starting, 0):
+            problems.append(ConfigProblem("startingTimestampMs", "epoch milliseconds, or omitted"))
+        problems += integer_problems(merged, {"batchSize": 1, "metadataRefreshMs": 1000})
         return problems
 
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
-        merged = {**DEFAULTS, **config}
-        return [{**merged, "taskCount": max_tasks} for _ in range(max_tasks)]
+        return same_config_per_task(DEFAULTS, config, max_tasks)
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         return True

@@ -19,6 +19,7 @@ from onceflow.api.connector import (
     SourceTask,
     TaskContext,
 )
+from onceflow.connectors.settings import integer_problems, is_int, unknown_settings
 
 DEFAULTS: dict[str, Any] = {
     "streams": 1,
@@ -88,25 +89,12 @@ class SequenceConnector(SourceConnector):
     task_class = SequenceTask
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
-        problems = [
-            ConfigProblem(key, "unknown setting; known: " + ", ".join(sorted(DEFAULTS)))
-            for key in config
-            if key not in DEFAULTS
-        ]
         merged = {**DEFAULTS, **config}
-        for key, minimum in (
-            ("streams", 1),
-            ("batchSize", 1),
-            ("padBytes", 0),
-            ("pollIntervalMs", 0),
-        ):
-            value = merged[key]
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                problems.append(ConfigProblem(key, f"must be an integer >= {minimum}"))
+        problems = unknown_settings(config, DEFAULTS) + integer_problems(
+            merged, {"streams": 1, "batchSize": 1, "padBytes": 0, "pollIntervalMs": 0}
+        )
         limit = merged["limit"]
-        if limit is not None and (
-            not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
-        ):
+        if limit is not None and not is_int(limit, 1):
             problems.append(ConfigProblem("limit", "must be an integer >= 1, or omitted"))
         return problems
 

@@ -9,6 +9,7 @@ and maps the problems to its own error in one line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from onceflow.api.connector import SourceConnector
@@ -57,14 +58,8 @@ def resolve_source(
     Secrets at hand, when the connector's Secret is read here (``onceflow run``)."""
     problems: list[Problem] = []
     secret_ref = source.spec.connector.secret_ref
-    if secret_ref is not None and secrets is not None and secret_ref.name not in secrets:
-        problems.append(
-            Problem(
-                "spec.connector.secretRef",
-                f"no Secret {secret_ref.name!r} {where}; add it next to the source",
-                SECRET_NOT_FOUND,
-            )
-        )
+    if secret_ref is not None and secrets is not None:
+        problems += _connector_secret_problems(secret_ref.name, secrets, where)
     try:
         connector = connectors(source.spec.connector.type)
     except LookupError as error:
@@ -84,6 +79,32 @@ def resolve_source(
         mode=mode,
         kafka_config_dir=kafka_config_dir,
     )
+
+
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def _connector_secret_problems(
+    name: str, secrets: Mapping[str, Mapping[str, str]], where: str
+) -> list[Problem]:
+    """The Secret exists, and each key can be a file name (as in a pod's mount)."""
+    if name not in secrets:
+        return [
+            Problem(
+                "spec.connector.secretRef",
+                f"no Secret {name!r} {where}; add it next to the source",
+                SECRET_NOT_FOUND,
+            )
+        ]
+    return [
+        Problem(
+            "spec.connector.secretRef",
+            f"Secret {name!r}: key {key!r} is not a valid Secret key (letters, digits, "
+            "'-', '_', '.'); rename it",
+        )
+        for key in secrets[name]
+        if not SECRET_KEY.match(key) or key in {".", ".."}
+    ]
 
 
 def resolve_spark_job(

@@ -98,6 +98,16 @@ def _container(pod: Pod) -> Mapping[str, Any]:
     return statuses[0] if statuses else {}
 
 
+def _last_error(container: Mapping[str, Any]) -> str | None:
+    """The termination message of the container's last failed run (a task writes why
+    it failed, e.g. which connector setting to fix)."""
+    terminated = (container.get("lastState") or {}).get("terminated") or {}
+    if terminated.get("exitCode", 0) == 0:
+        return None
+    message = str(terminated.get("message") or "").strip()
+    return message or None
+
+
 def task_statuses(pods: Sequence[Pod], generation: int) -> list[TaskStatus]:
     tasks = []
     for pod in pods:
@@ -112,6 +122,7 @@ def task_statuses(pods: Sequence[Pod], generation: int) -> list[TaskStatus]:
                 phase=_phase(pod),
                 ready=bool(container.get("ready")) and _phase(pod) == "Running",
                 restarts=int(container.get("restartCount") or 0),
+                last_error=_last_error(container),
             )
         )
     return sorted(tasks, key=lambda t: t.id)

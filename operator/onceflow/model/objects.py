@@ -109,6 +109,8 @@ def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str
     # operator restarts none of them.
     if connector_secret := source.spec.connector.secret_ref:
         parts["connectorSecret"] = connector_secret.name
+    if source.spec.volumes:
+        parts["volumes"] = [volume.to_wire() for volume in source.spec.volumes]
     canonical = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(canonical).hexdigest()[:12]
 
@@ -174,6 +176,8 @@ def task_pod(
     if connector_secret := source.spec.connector.secret_ref:
         mounts.append({"name": "connector", "mountPath": CONNECTOR_SECRET_MOUNT, "readOnly": True})
         volumes.append({"name": "connector", "secret": {"secretName": connector_secret.name}})
+    mounts += [volume.mount() for volume in source.spec.volumes]
+    volumes += [volume.pod_volume() for volume in source.spec.volumes]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -200,6 +204,8 @@ def task_pod(
                     "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
                     "resources": with_defaults(resources, TASK_DEFAULT_RESOURCES),
                     "securityContext": CONTAINER_SECURITY_CONTEXT,
+                    # The task writes why it failed there; a crash leaves its last logs.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                     "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
                 }
             ],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -54,6 +55,9 @@ class ThrottledPrinter:
         self._flush()
 
 
+TERMINATION_LOG = "/dev/termination-log"
+
+
 def with_mounted_kafka_config(settings: TaskSettings) -> TaskSettings:
     """Merges a mounted Secret's files (one librdkafka setting per file) into the
     client settings; the Secret's keys win over the plain config."""
@@ -83,6 +87,10 @@ def run_task_process(settings_path: str) -> int:
     code = runner.run()
     printer.close()
     print(json.dumps({"event": "exit", "task": settings.task_id, "code": int(code)}), flush=True)
+    if runner.failure and os.access(TERMINATION_LOG, os.W_OK):
+        # In a pod, the kubelet keeps this as the container's termination message, which
+        # the operator copies into the source's status (tasks[].lastError).
+        Path(TERMINATION_LOG).write_text(runner.failure[:4096])
     return int(code)
 
 

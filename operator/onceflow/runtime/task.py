@@ -23,6 +23,7 @@ from enum import IntEnum
 from typing import Any
 
 from onceflow.api.connector import (
+    ConnectorError,
     RecordingTransactionContext,
     SourceConnector,
     SourceOffset,
@@ -118,6 +119,8 @@ class TaskRunner:
         self.progress = progress or (lambda _event: None)
         self.metrics = TaskMetrics(settings.source, settings.task_id)
         self.committed_offsets: dict[str, Any] = {}
+        self.failure: str | None = None
+        """Why the task ended with an error, for whoever started it."""
 
     # -- shared steps ---------------------------------------------------------------
 
@@ -198,9 +201,11 @@ class TaskRunner:
             TransactionAbortedError,
             TransactionTimedOutError,
             ConnectorContractError,
+            ConnectorError,
             OffsetsTopicError,
         ) as error:
             log.error("task %s: %s", self.settings.task_id, error)
+            self.failure = str(error)
             return ExitCode.ERROR
 
     # -- enabled: transactions ------------------------------------------------------

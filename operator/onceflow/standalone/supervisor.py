@@ -16,6 +16,7 @@ import base64
 import fcntl
 import logging
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -256,7 +257,7 @@ class SourceSupervisor:
         settings = self.desired.settings(
             record.generation, authority, incarnation=record.incarnation
         )
-        secret_dir = self._write_connector_secret(stem)
+        secret_dir = self._write_connector_secret(stem, record.generation)
         if secret_dir is not None:
             update = {"connector_secret_dir": str(secret_dir)}
             settings = [s.model_copy(update=update) for s in settings]
@@ -279,19 +280,26 @@ class SourceSupervisor:
         )
         self._write_pids()
 
-    def _write_connector_secret(self, stem: Path) -> Path | None:
+    def _write_connector_secret(self, stem: Path, generation: int) -> Path | None:
         """The connector's Secret as a pod would mount it (a file per key), readable by
-        this user only: credentials never go into the settings files."""
+        this user only: credentials never go into the settings files. One directory
+        per generation, made whole before it appears (a task restarting meanwhile
+        reads it complete), and the older generations' removed."""
         ref = self.desired.source.spec.connector.secret_ref
         if ref is None:
             return None
-        directory = Path(f"{stem}.connector-secret")
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(mode=0o700)
+        directory = Path(f"{stem}.g{generation}.connector-secret")
+        for earlier in stem.parent.glob(f"{stem.name}.g*.connector-secret"):
+            if earlier != directory:
+                shutil.rmtree(earlier, ignore_errors=True)
+        if directory.exists():
+            return directory
+        staging = Path(tempfile.mkdtemp(prefix=f"{stem.name}.", dir=stem.parent))  # 0700
         for key, value in self.secrets[ref.name].items():
-            path = directory / key
+            path = staging / key
             path.touch(mode=0o600)
             path.write_text(value)
+        staging.rename(directory)
         return directory
 
     def _supervise(self, now: float) -> None:
@@ -312,6 +320,9 @@ class SourceSupervisor:
         for task in self.tasks.values():
             task.stop()
         self.tasks = {}
+        stem = self.state_file.with_suffix("")
+        for written in stem.parent.glob(f"{stem.name}.g*.connector-secret"):
+            shutil.rmtree(written, ignore_errors=True)
 
     def progress_lines(self, elapsed_s: float, before: dict[int, int]) -> list[str]:
         """One line per task, or none when nothing was committed since last time."""
