@@ -14,10 +14,10 @@ import uuid
 
 from _harness import run_task
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from onceflow.api import ExactlyOnceMode
 from onceflow.connectors.kafka_mirror import KafkaMirrorConnector
+from onceflow.eos.offsets import ensure_topic
 
 PARTITIONS = 4
 BATCH = 1000
@@ -25,9 +25,7 @@ BATCH = 1000
 
 def fill(bootstrap: str, records: int, size: int) -> str:
     topic = f"bench-mirror-in-{uuid.uuid4().hex[:8]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[
-        topic
-    ].result(30)
+    ensure_topic(bootstrap, topic, partitions=PARTITIONS)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 4})
     value = b"x" * size
     for n in range(records):
@@ -57,6 +55,7 @@ def raw_rate(bootstrap: str, source: str, records: int) -> float:
     )
     producer.init_transactions(30)
     target, copied = f"bench-raw-out-{uuid.uuid4().hex[:8]}", 0
+    ensure_topic(bootstrap, target, partitions=-1)  # as the task creates its topic
     started = time.perf_counter()
     while copied < records:
         batch = [m for m in consumer.consume(BATCH, 1.0) if m.error() is None]
