@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from onceflow.connectors.files import owner_task
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import AuditReport, audit_sequences
+from tests.support.background import BackgroundWork
 from tests.support.tasks import TaskProcess, generation_settings, plan, write_generation
 from tests.support.waiting import wait_for
 
@@ -30,23 +30,16 @@ LINES = int(os.environ.get("ONCEFLOW_CHAOS_RECORDS", "3000")) // 2
 FILES = 5
 
 
-class Writers(threading.Thread):
+class Writers(BackgroundWork):
     """Appends line ``seq`` to every file in turn; every seventh line is written in two
     halves with a pause between, and the last file only appears halfway through."""
 
     def __init__(self, directory: Path, pace_s: float) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.directory, self.pace_s = directory, pace_s
         self.written = 0
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            self._write()
-        except BaseException as error:  # reported by the test
-            self.error = error
-
-    def _write(self) -> None:
+    def work(self) -> None:
         for seq in range(1, LINES + 1):
             for f in range(FILES):
                 if f == FILES - 1 and seq == 1 + LINES // 2:

@@ -15,7 +15,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
+from tests.support.background import BackgroundWork
 from tests.support.kafka import authenticated_listener, create_topic, new_topic
 from tests.support.tasks import TaskProcess, generation_settings, only_task, plan, write_generation
 from tests.support.testbed import ROOT
@@ -47,26 +47,19 @@ def _timestamp(stream: int, seq: int) -> int:
     return BASE_TIMESTAMP_MS + seq * 10 + stream
 
 
-class Loader(threading.Thread):
+class Loader(BackgroundWork):
     """Transactions of TXN_RECORDS across the streams; every fourth one is aborted
     after writing poison records in it."""
 
     def __init__(self, bootstrap: str, topic: str, pace_s: float) -> None:
-        super().__init__(daemon=True)
+        super().__init__()
         self.producer = Producer(
             {"bootstrap.servers": bootstrap, "transactional.id": f"loader-{uuid.uuid4().hex}"}
         )
         self.topic, self.pace_s = topic, pace_s
         self.aborted = 0
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            self._load()
-        except BaseException as error:  # reported by the test
-            self.error = error
-
-    def _load(self) -> None:
+    def work(self) -> None:
         self.producer.init_transactions(30)
         pending = [(s, seq) for seq in range(1, RECORDS + 1) for s in range(STREAMS)]
         for number, start in enumerate(range(0, len(pending), TXN_RECORDS)):
