@@ -38,8 +38,9 @@ up() {
   if ! as_owner "$bin/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
     log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
     # fsync off: test data is disposable and fsync dominates small-transaction latency.
+    # wal_level=logical: the postgres connector's CDC mode decodes the WAL (pgoutput).
     as_owner "$bin/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 start \
-      -o "-p $PG_PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" 3>&-
+      -o "-p $PG_PORT -k $DIR -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=40 -c max_wal_senders=40" 3>&-
   fi
   wait_for "PostgreSQL on $PG_PORT" 60 "$bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
   emit "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres"

@@ -126,6 +126,11 @@ class SourceConnector(ABC):
         """True when the connector can resume exactly from a stored offset (KIP-618)."""
         return False
 
+    def exactly_once_refusal(self, config: Mapping[str, Any]) -> str | None:
+        """Why this config cannot be exactly-once, in words for the user (a connector
+        whose answer depends on its config should say which setting decides)."""
+        return None
+
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
         """True when tasks may drive the ``TransactionContext``."""
         return False

@@ -46,6 +46,7 @@ from onceflow.api.connector import (
 from onceflow.connectors.settings import (
     integer_problems,
     is_int,
+    masked,
     same_config_per_task,
     unknown_settings,
 )
@@ -79,14 +80,6 @@ RESERVED_SECRET_KEYS = {"bootstrap.servers", "group.id", *CONSUMER_SETTINGS}
 def owner_task(topic: str, partition: int, task_count: int) -> int:
     """The task that mirrors ``topic``/``partition`` (stable across processes)."""
     return (zlib.crc32(topic.encode()) + partition) % task_count
-
-
-def _masked(text: str, secrets: Mapping[str, str]) -> str:
-    """librdkafka echoes a refused value in its message: never the Secret's."""
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "***")
-    return text
 
 
 class KafkaMirrorTask(SourceTask):
@@ -133,7 +126,7 @@ class KafkaMirrorTask(SourceTask):
         except KafkaException as error:
             raise ConnectorError(
                 "connector.secretRef: the source cluster's client settings were refused: "
-                + _masked(str(error), secrets)
+                + masked(str(error), secrets)
             ) from None
 
     def _metadata(self) -> Any:

@@ -38,3 +38,12 @@ def same_config_per_task(
     of what they find): each task gets the config and the task count."""
     merged = {**defaults, **config}
     return [{**merged, "taskCount": max_tasks} for _ in range(max_tasks)]
+
+
+def masked(text: str, secrets: Mapping[str, str]) -> str:
+    """Client libraries and servers may echo a refused value in their messages: never
+    let it be a Secret's."""
+    for value in secrets.values():
+        if value:
+            text = text.replace(value, "***")
+    return text

@@ -27,12 +27,15 @@ def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[
     if spec.exactly_once_support is ExactlyOnceSupport.REQUIRED and not (
         connector.exactly_once_support(config)
     ):
+        why = connector.exactly_once_refusal(config)
         problems.append(
             Problem(
                 "spec.exactlyOnceSupport",
                 f"required, but connector {spec.connector.type!r} does not declare "
-                "exactly-once support for this config; set exactlyOnceSupport: requested "
-                "to run it at-least-once, or use a connector that can resume exactly",
+                "exactly-once support for this config"
+                + (f" ({why})" if why else "")
+                + "; set exactlyOnceSupport: requested to run it at-least-once, or use a "
+                "connector that can resume exactly",
             )
         )
     if spec.transaction_boundary is TransactionBoundary.CONNECTOR and not (

@@ -1,0 +1,70 @@
+"""``postgres``: a PostgreSQL database as a source, by change data capture (``cdc``)
+or by polling queries (``incrementing``, ``timestamp+incrementing``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from onceflow.api.connector import (
+    ConfigProblem,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    TaskContext,
+)
+from onceflow.connectors.postgres.cdc import CdcTask
+from onceflow.connectors.postgres.query import QueryTask
+from onceflow.connectors.postgres.settings import DEFAULTS, problems
+
+
+class PostgresTask(SourceTask):
+    """The mode's task, behind the one task class a connector names."""
+
+    def start(self, context: TaskContext) -> None:
+        super().start(context)
+        mode = {**DEFAULTS, **context.config}["mode"]
+        self.inner: SourceTask = CdcTask() if mode == "cdc" else QueryTask()
+        self.inner.start(context)
+
+    def poll(self) -> list[SourceRecord]:
+        return self.inner.poll()
+
+    def commit_record(self, record: SourceRecord) -> None:
+        self.inner.commit_record(record)
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+
+class PostgresConnector(SourceConnector):
+    task_class = PostgresTask
+
+    def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
+        return problems(config)
+
+    def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
+        merged = {**DEFAULTS, **config}
+        if merged["mode"] == "cdc":
+            return [merged]  # one slot, read in order by one task
+        tables = list(merged["tables"])
+        count = min(max_tasks, len(tables))
+        return [{**merged, "tables": tables[i::count]} for i in range(count)]
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
+        return self.exactly_once_refusal(config) is None
+
+    def exactly_once_refusal(self, config: Mapping[str, Any]) -> str | None:
+        if {**DEFAULTS, **config}["mode"] == "timestamp+incrementing":
+            return (
+                "mode timestamp+incrementing re-reads updated rows and can miss a row "
+                "whose timestamp moves backwards: use mode incrementing (new rows only) "
+                "or cdc (every change)"
+            )
+        return None
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
+        return bool({**DEFAULTS, **config}["mode"] == "cdc")

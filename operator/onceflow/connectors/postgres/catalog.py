@@ -1,0 +1,134 @@
+"""What the connector needs to know about its tables, read from PostgreSQL's catalog,
+and the SQL built from it.
+
+Keys travel as the text PostgreSQL's output functions write (the form ``pgoutput``
+streams them in), and are compared and ordered by the database in the column's own
+type and collation, never in Python: ``'10' < '9'`` as text, and collations differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from onceflow.api.connector import ConnectorError
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    """Schema-qualified, as the catalog spells it (``public.orders``)."""
+    columns: tuple[str, ...]
+    types: tuple[int, ...]
+    """Type OIDs of ``columns``, for turning text values into JSON."""
+    casts: tuple[str, ...]
+    """``format_type`` of each column, with its collation where it has one."""
+    key: tuple[str, ...]
+    """The primary key's columns (empty for a table without one)."""
+
+    def values(self, row: Sequence[object], columns: Sequence[str]) -> tuple[str | None, ...]:
+        """Some columns of a row of ``columns`` (text values)."""
+        at = {name: i for i, name in enumerate(self.columns)}
+        return tuple(None if (v := row[at[c]]) is None else str(v) for c in columns)
+
+    def typed(self, columns: Sequence[str]) -> sql.Composed:
+        """Placeholders for ``columns`` as a typed row: ``(%s::int, %s::text COLLATE "C")``."""
+        at = {name: i for i, name in enumerate(self.columns)}
+        return sql.SQL("({})").format(
+            sql.SQL(", ").join(sql.SQL("%s::" + self.casts[at[c]]) for c in columns)
+        )
+
+    def column_list(self, columns: Sequence[str]) -> sql.Composed:
+        """Table-qualified: in ORDER BY a bare name would mean the text output column
+        of the same name (``id::text``), ordering ``10`` before ``9``."""
+        return sql.SQL(", ").join(sql.Identifier(*qualified(self.name), c) for c in columns)
+
+    @property
+    def identifier(self) -> sql.Identifier:
+        return sql.Identifier(*qualified(self.name))
+
+
+def qualified(name: str) -> tuple[str, str]:
+    schema, dot, table = name.rpartition(".")
+    return (schema if dot else "public"), table
+
+
+def describe(conn: psycopg.Connection[Any], name: str, *, require_key: bool = True) -> Table:
+    """The table's columns and primary key, or a ConnectorError naming what is wrong."""
+    schema, table = qualified(name)
+    found = conn.execute(
+        "SELECT c.oid, n.nspname, c.relname, has_table_privilege(c.oid, 'SELECT')"
+        " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
+        (schema, table),
+    ).fetchone()
+    if found is None:
+        raise ConnectorError(f"config.tables: table {schema}.{table} does not exist")
+    oid, schema, table, readable = found
+    if not readable:
+        raise ConnectorError(
+            f"config.tables: the connector's user may not read {schema}.{table}; "
+            f"GRANT SELECT ON {schema}.{table} to it"
+        )
+    columns = conn.execute(
+        "SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod),"
+        " CASE WHEN a.attcollation = 0 THEN NULL"
+        "      ELSE quote_ident(cn.nspname) || '.' || quote_ident(co.collname) END"
+        " FROM pg_attribute a"
+        " LEFT JOIN pg_collation co ON co.oid = a.attcollation"
+        " LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace"
+        " WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        (oid,),
+    ).fetchall()
+    key = conn.execute(
+        "SELECT a.attname FROM pg_index i"
+        " CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
+        " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+        " WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord",
+        (oid,),
+    ).fetchall()
+    if require_key and not key:
+        raise ConnectorError(
+            f"config.tables: {schema}.{table} has no primary key; the connector keys "
+            "records and reads snapshots by it (add one)"
+        )
+    return Table(
+        name=f"{schema}.{table}",
+        columns=tuple(c[0] for c in columns),
+        types=tuple(int(c[1]) for c in columns),
+        casts=tuple(t if coll is None else f"{t} COLLATE {coll}" for _, _, t, coll in columns),
+        key=tuple(k for (k,) in key),
+    )
+
+
+def chunk_query(table: Table, after: bool) -> sql.Composed:
+    """The next ``LIMIT %s`` rows in key order, as text (after the given key if ``after``)."""
+    key = table.column_list(table.key)
+    return sql.SQL("SELECT {columns} FROM {table} {where} ORDER BY {key} LIMIT %s").format(
+        columns=text_columns(table),
+        table=table.identifier,
+        where=sql.SQL("WHERE ({}) > {}").format(key, table.typed(table.key))
+        if after
+        else sql.SQL(""),
+        key=key,
+    )
+
+
+def text_columns(table: Table) -> sql.Composed:
+    return sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c in table.columns)
+
+
+def key_after(
+    conn: psycopg.Connection[Any],
+    table: Table,
+    key: Sequence[str | None],
+    boundary: Sequence[str | None],
+) -> bool:
+    """Whether ``key`` sorts after ``boundary`` in the table's key order."""
+    typed = table.typed(table.key)
+    row = conn.execute(sql.SQL("SELECT {} > {}").format(typed, typed), [*key, *boundary]).fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,550 @@
+"""``postgres`` in ``mode: cdc``: the configured tables' changes, decoded from the WAL
+through a replication slot (``pgoutput``), after an exactly-once initial snapshot.
+
+Positions. The source partition is the database system and the slot. While streaming,
+the offset is the commit position of the change's transaction and the change's index
+in it, so a task resumes inside a large transaction without repeating its start; the
+slot is told to keep WAL from the position of the last committed record only once the
+Kafka transaction holding that record has committed (``commit_record``), never before.
+A slot that confirmed more than was written would drop changes for good; one that
+confirmed less merely re-sends changes this task skips by their offset.
+
+Snapshot. Rows are read in primary-key chunks through a snapshot exported at a WAL
+position, and the offset carries the last key written; a task that dies mid-snapshot
+continues after that key in a new segment (see ``snapshot_window``), and the stream's
+changes that a segment already shows are skipped, so no row is missed or repeated.
+
+A broken replication connection (a terminated backend, a restart) is reopened inside
+the task, which skips what it already emitted; it gives up with a ``ConnectorError``
+after ``reconnectTimeoutMs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from onceflow.api.connector import (
+    ConnectorError,
+    SourceRecord,
+    SourceTask,
+    TaskContext,
+)
+from onceflow.connectors.postgres.catalog import Table, chunk_query, describe, key_after
+from onceflow.connectors.postgres.change_records import encode, json_value, row_object
+from onceflow.connectors.postgres.pgoutput import (
+    Begin,
+    Commit,
+    Delete,
+    Insert,
+    Keepalive,
+    Relation,
+    Truncate,
+    Tuple,
+    Update,
+    decode,
+    epoch_ms,
+    lsn_text,
+    parse_lsn,
+)
+from onceflow.connectors.postgres.publication import ensure_publication
+from onceflow.connectors.postgres.replication import (
+    ReplicationConnection,
+    ReplicationLostError,
+)
+from onceflow.connectors.postgres.settings import DEFAULTS, conninfo
+from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read
+from onceflow.connectors.settings import masked
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 0.2
+RECONNECT_PAUSE_S = 0.5
+Position = tuple[int, int]
+"""(commit LSN, index of the record in its transaction)."""
+
+
+@dataclass
+class SnapshotReader:
+    """One segment being read: the exporting session must stay open (and idle) while
+    the snapshot is used."""
+
+    exporter: ReplicationConnection
+    reader: psycopg.Connection[Any]
+
+    def close(self) -> None:
+        self.reader.close()
+        self.exporter.close()
+
+
+class CdcTask(SourceTask):
+    def start(self, context: TaskContext) -> None:
+        super().start(context)
+        config = {**DEFAULTS, **context.config}
+        self.slot: str = config["slot"]
+        self.publication: str = config["publication"] or self.slot
+        self.batch_size: int = config["batchSize"]
+        self.chunk_size: int = config["snapshotChunkSize"]
+        self.per_commit: int = config["transactionsPerCommit"]
+        self.reconnect_s = config["reconnectTimeoutMs"] / 1000
+        self.status_s = config["statusIntervalMs"] / 1000
+        self.secrets = context.secrets
+        self.conninfo = conninfo(config["url"], context.secrets, f"onceflow-{self.slot}")
+        self.sql = self._connect()
+        try:
+            self._prepare([str(t) for t in config["tables"]], config["snapshot"] == "initial")
+        except BaseException:
+            self.sql.close()
+            raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.conninfo, autocommit=True)
+        except psycopg.OperationalError as error:
+            raise ConnectorError(
+                f"config.url: the database did not accept the connection "
+                f"({masked(str(error).strip(), self.secrets)}); check the address and the "
+                "connector's secretRef"
+            ) from None
+
+    def _prepare(self, names: list[str], snapshot: bool) -> None:
+        self.tables: dict[str, Table] = {}
+        for name in names:
+            table = describe(self.sql, name)
+            self.tables[table.name] = table
+        ensure_publication(self.sql, self.publication, list(self.tables))
+        replication = self._replication()
+        try:
+            ((system, *_rest),) = replication.command("IDENTIFY_SYSTEM", "url")
+            self.partition = {"system": system, "slot": self.slot}
+            stored = self.context.offsets.offset(self.partition)
+            self._ensure_slot(replication, stored)
+        finally:
+            replication.close()
+        # Offsets name the snapshot's tables in its order, which a later config may not keep.
+        stored = stored or {}
+        self.order: list[str] = list(stored.get("tables", self.tables))
+        self.segments = [Segment.from_offset(s) for s in stored.get("segments", [])]
+        self.position: Position = (
+            (parse_lsn(stored["lsn"]), int(stored["seq"])) if "lsn" in stored else (0, -1)
+        )
+        self.reading: tuple[str, Key | None] | None = None
+        if "snapshot" in stored:
+            after = stored["snapshot"]["after"]
+            self.reading = (stored["snapshot"]["table"], tuple(after))
+        elif not stored and snapshot:
+            self.reading = (self.order[0], None)
+        self.snapshot: SnapshotReader | None = None
+        self.stream: ReplicationConnection | None = None
+        self.lost_at: float | None = None
+        self.relations: dict[int, Relation] = {}
+        self.txn: Begin | None = None
+        self.txn_records = 0
+        self.txns_since_boundary = 0
+        self.held: SourceRecord | None = None
+        self.emitted = self.committed = 0
+        self.received = self.confirmable = self.quiet = 0
+        self.status_at = 0.0
+
+    def _replication(self) -> ReplicationConnection:
+        try:
+            return ReplicationConnection(self.conninfo)
+        except ReplicationLostError as error:
+            raise ConnectorError(
+                f"config.url: the database refused a replication connection "
+                f"({masked(str(error), self.secrets)}); the user needs the REPLICATION "
+                "attribute and pg_hba.conf a 'replication' entry for it"
+            ) from None
+
+    def _ensure_slot(
+        self, replication: ReplicationConnection, stored: Mapping[str, Any] | None
+    ) -> None:
+        found = self.sql.execute(
+            "SELECT s.plugin, d.datname = current_database()"
+            " FROM pg_replication_slots s LEFT JOIN pg_database d ON d.oid = s.datoid"
+            " WHERE s.slot_name = %s",
+            (self.slot,),
+        ).fetchone()
+        if found is not None:
+            plugin, here = found
+            if plugin != "pgoutput" or not here:
+                raise ConnectorError(
+                    f"config.slot: slot {self.slot!r} exists for another database or "
+                    f"plugin ({plugin}); choose another name"
+                )
+            return
+        if stored is not None:
+            raise ConnectorError(
+                f"config.slot: slot {self.slot!r} no longer exists, so the changes committed "
+                "since this source last wrote are gone from the WAL it kept; to start over "
+                "(a new snapshot), give the source a new slot name"
+            )
+        replication.create_slot(self.slot, temporary=False, export=False)
+        log.info("created replication slot %s", self.slot)
+
+    # -- polling -----------------------------------------------------------------
+
+    def poll(self) -> list[SourceRecord]:
+        if self.reading is not None:
+            return self._poll_snapshot()
+        return self._poll_stream()
+
+    def _poll_snapshot(self) -> list[SourceRecord]:
+        assert self.reading is not None
+        try:
+            if self.snapshot is None:
+                self.snapshot = self._open_segment(*self.reading)
+            records = self._read_chunk(self.snapshot)
+        except (psycopg.OperationalError, ReplicationLostError) as error:
+            # The export is gone with its session: continue in a new segment.
+            log.warning("snapshot connection lost (%s); continuing in a new segment", error)
+            self._close_snapshot()
+            time.sleep(RECONNECT_PAUSE_S)
+            return []
+        if records and self.context.transactions is not None:
+            self.context.transactions.commit_transaction()
+        return records
+
+    def _open_segment(self, table: str, after: Key | None) -> SnapshotReader:
+        exporter = ReplicationConnection(self.conninfo)
+        try:
+            name = f"{self.slot}_snapshot_{uuid.uuid4().hex[:12]}"
+            created = exporter.create_slot(name, temporary=True, export=True)
+            reader = psycopg.connect(self.conninfo)
+            reader.read_only = True
+            reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            reader.execute(
+                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(created.snapshot))
+            )
+        except BaseException:
+            exporter.close()
+            raise
+        self.segments.append(Segment(table, after, created.consistent_point))
+        log.info(
+            "snapshot segment %d from %s after %s, as of %s",
+            len(self.segments),
+            table,
+            after,
+            lsn_text(created.consistent_point),
+        )
+        return SnapshotReader(exporter, reader)
+
+    def _read_chunk(self, snapshot: SnapshotReader) -> list[SourceRecord]:
+        assert self.reading is not None
+        while True:
+            name, after = self.reading
+            table = self.tables.get(name)
+            if table is None:
+                raise ConnectorError(
+                    f"config.tables: {name} was removed while its snapshot was read; put "
+                    "it back until the snapshot has finished"
+                )
+            limit = min(self.chunk_size, self.batch_size)
+            rows = snapshot.reader.execute(
+                chunk_query(table, after is not None), [*(after or ()), limit]
+            ).fetchall()
+            if rows:
+                return [self._snapshot_record(table, row) for row in rows]
+            at = self.order.index(name)
+            if at + 1 < len(self.order):
+                self.reading = (self.order[at + 1], None)
+                continue
+            log.info("snapshot finished in %d segment(s); streaming", len(self.segments))
+            self._close_snapshot()
+            self.reading = None
+            return []
+
+    def _snapshot_record(self, table: Table, row: tuple[Any, ...]) -> SourceRecord:
+        key = table.values(row, table.key)
+        self.reading = (table.name, key)
+        after, _ = row_object(table.columns, table.types, row)
+        segment = self.segments[-1]
+        return SourceRecord(
+            source_partition=self.partition,
+            source_offset={
+                **self._window(),
+                "snapshot": {"table": table.name, "after": list(key)},
+            },
+            key=self._key(table, key),
+            value=encode(
+                {
+                    "op": "r",
+                    "table": table.name,
+                    "before": None,
+                    "after": after,
+                    "lsn": lsn_text(segment.lsn),
+                    "txId": None,
+                    "commitTs": None,
+                }
+            ),
+        )
+
+    def _window(self) -> dict[str, Any]:
+        if not self.segments:
+            return {}
+        return {"tables": self.order, "segments": [s.to_offset() for s in self.segments]}
+
+    @staticmethod
+    def _key(table: Table, key: Key) -> bytes:
+        types = dict(zip(table.columns, table.types, strict=True))
+        return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
+
+    def _close_snapshot(self) -> None:
+        if self.snapshot is not None:
+            for close in (self.snapshot.reader.close, self.snapshot.exporter.close):
+                with contextlib.suppress(psycopg.Error):
+                    close()
+            self.snapshot = None
+
+    # -- streaming ---------------------------------------------------------------
+
+    def _poll_stream(self) -> list[SourceRecord]:
+        out: list[SourceRecord] = []
+        if self.stream is None and not self._reopen():
+            return out
+        assert self.stream is not None
+        try:
+            for frame in self.stream.frames(POLL_TIMEOUT_S, 2 * self.batch_size):
+                if isinstance(frame, Keepalive):
+                    self.received = max(self.received, frame.end)
+                    self._quiet_at(frame.end, out)
+                    if frame.reply_requested:
+                        self._send_status()
+                    continue
+                self.received = max(self.received, frame.end)
+                self._handle(decode(frame.payload), out)
+                if len(out) >= self.batch_size:
+                    break
+            if time.monotonic() - self.status_at >= self.status_s:
+                self._send_status()
+            self._commit_when_caught_up(out)
+        except (ReplicationLostError, psycopg.OperationalError) as error:
+            log.warning("replication connection lost (%s); reconnecting", error)
+            self._drop_stream()
+        self.emitted += len(out)
+        return out
+
+    def _reopen(self) -> bool:
+        """Opens the stream; on failure, pauses and says so until the timeout ends it."""
+        try:
+            if self.sql.closed:
+                self.sql = self._connect()
+            stream = ReplicationConnection(self.conninfo)
+            try:
+                stream.start(self.slot, self.publication)
+            except BaseException:
+                stream.close()
+                raise
+        except (ReplicationLostError, psycopg.OperationalError, ConnectorError) as error:
+            self.lost_at = self.lost_at or time.monotonic()
+            if time.monotonic() - self.lost_at > self.reconnect_s:
+                raise ConnectorError(
+                    f"config.url: replication did not resume within reconnectTimeoutMs "
+                    f"({masked(str(error), self.secrets)})"
+                ) from None
+            time.sleep(RECONNECT_PAUSE_S)
+            return False
+        self.stream, self.lost_at = stream, None
+        self.relations, self.txn = {}, None
+        return True
+
+    def _drop_stream(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        self.stream, self.txn = None, None
+        self.lost_at = time.monotonic()
+
+    def _handle(self, message: object, out: list[SourceRecord]) -> None:
+        if isinstance(message, Relation):
+            self.relations[message.oid] = message
+        elif isinstance(message, Begin):
+            self.txn, self.txn_records = message, 0
+        elif isinstance(message, Commit):
+            self._end_transaction(message, out)
+        elif isinstance(message, (Insert, Update, Delete)):
+            relation = self.relations[message.relation]
+            table = self.tables.get(relation.qualified)
+            if table is not None:
+                for op, key, document in _changes(message, relation, table):
+                    self._change(table, op, key, document, out)
+        elif isinstance(message, Truncate):
+            for oid in message.relations:
+                table = self.tables.get(self.relations[oid].qualified)
+                if table is not None:
+                    self._truncate(table, out)
+
+    def _change(
+        self, table: Table, op: str, key: Key, document: dict[str, Any], out: list[SourceRecord]
+    ) -> None:
+        assert self.txn is not None
+        self.txn_records += 1
+        position = (self.txn.final_lsn, self.txn_records)
+        if position <= self.position or already_read(
+            self.segments, table.name, key, self.txn.final_lsn, self.order, self._key_after
+        ):
+            return
+        self._emit(table, op, self._key(table, key), document, position, out)
+
+    def _truncate(self, table: Table, out: list[SourceRecord]) -> None:
+        assert self.txn is not None
+        self.txn_records += 1
+        position = (self.txn.final_lsn, self.txn_records)
+        if position <= self.position:
+            return
+        in_window = self.segments and self.txn.final_lsn <= max(s.lsn for s in self.segments)
+        if in_window and table.name in self.order:
+            raise ConnectorError(
+                f"config.tables: {table.name} was truncated while its snapshot was read "
+                "in segments; the rows already written cannot be matched to it. Start "
+                "the source afresh (a new slot name)"
+            )
+        self._emit(table, "t", None, {"before": None, "after": None}, position, out)
+
+    def _emit(
+        self,
+        table: Table,
+        op: str,
+        key: bytes | None,
+        document: dict[str, Any],
+        position: Position,
+        out: list[SourceRecord],
+    ) -> None:
+        assert self.txn is not None
+        self.position = position
+        lsn = lsn_text(position[0])
+        past_window = self.segments and position[0] > max(s.lsn for s in self.segments)
+        record = SourceRecord(
+            source_partition=self.partition,
+            source_offset={
+                **({} if past_window else self._window()),
+                "lsn": lsn,
+                "seq": position[1],
+            },
+            key=key,
+            value=encode(
+                {
+                    "op": op,
+                    "table": table.name,
+                    **document,
+                    "lsn": lsn,
+                    "txId": self.txn.xid,
+                    "commitTs": epoch_ms(self.txn.commit_ts),
+                }
+            ),
+            timestamp_ms=epoch_ms(self.txn.commit_ts),
+        )
+        if self.held is not None:
+            out.append(self.held)
+        # The last record of a transaction is known only when its Commit arrives, and a
+        # boundary can only follow a record of the batch that carries it: hold one back.
+        self.held = record
+
+    def _end_transaction(self, commit: Commit, out: list[SourceRecord]) -> None:
+        self.txn = None
+        if self.segments and commit.commit_lsn > max(s.lsn for s in self.segments):
+            self.segments = []  # past the window: offsets no longer need it
+        if self.held is None:
+            self._quiet_at(commit.end_lsn, out)
+            return
+        out.append(self.held)
+        self.txns_since_boundary += 1
+        if self.context.transactions is not None and self.txns_since_boundary >= self.per_commit:
+            self.context.transactions.commit_transaction_after(self.held)
+            self.txns_since_boundary = 0
+        self.held = None
+
+    def _commit_when_caught_up(self, out: list[SourceRecord]) -> None:
+        """Under ``transactionsPerCommit`` > 1, a quiet stream ends the open transaction
+        at the last whole database transaction instead of leaving it to time out."""
+        caught_up = len(out) < self.batch_size and self.txn is None and self.held is None
+        if caught_up and self.txns_since_boundary and self.context.transactions is not None:
+            self.context.transactions.commit_transaction()
+            self.txns_since_boundary = 0
+
+    def _quiet_at(self, end: int, out: list[SourceRecord]) -> None:
+        """With nothing written and not yet committed, the slot may move on to ``end``
+        (changes of other tables, empty transactions) so the WAL is not kept forever."""
+        if self.held is None and not out and self.emitted == self.committed:
+            self.quiet = max(self.quiet, end)
+
+    def _key_after(self, table: str, key: Key, boundary: Key) -> bool:
+        return key_after(self.sql, self.tables[table], key, boundary)
+
+    def _send_status(self) -> None:
+        if self.stream is not None:
+            self.stream.send_status(self.received, max(self.confirmable, self.quiet))
+            self.status_at = time.monotonic()
+
+    # -- commits -----------------------------------------------------------------
+
+    def commit_record(self, record: SourceRecord) -> None:
+        self.committed += 1
+        lsn = record.source_offset.get("lsn")
+        if lsn is not None:
+            # The commit position of the record's transaction: confirming it makes the
+            # server send that transaction again after a restart (not skip it).
+            self.confirmable = max(self.confirmable, parse_lsn(lsn))
+
+    def commit(self) -> None:
+        try:
+            self._send_status()
+        except ReplicationLostError as error:
+            log.warning("replication connection lost (%s); reconnecting", error)
+            self._drop_stream()
+
+    def stop(self) -> None:
+        self._close_snapshot()
+        if self.stream is not None:
+            with contextlib.suppress(ReplicationLostError):
+                self._send_status()
+            self.stream.close()
+        self.sql.close()
+
+
+def _changes(
+    message: Insert | Update | Delete, relation: Relation, table: Table
+) -> list[tuple[str, Key, dict[str, Any]]]:
+    """The records a change makes: (op, key, before/after). An update that changes the
+    primary key is a delete of the old key and an insert of the new one, so each key's
+    records stay in order in their partition."""
+    names = tuple(c.name for c in relation.columns)
+    types = tuple(c.type_oid for c in relation.columns)
+
+    def row(values: Tuple | None) -> dict[str, Any] | None:
+        return None if values is None else row_object(names, types, values)[0]
+
+    def key_of(values: Tuple) -> Key:
+        at = {name: i for i, name in enumerate(names)}
+        return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
+
+    if isinstance(message, Insert):
+        return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
+    if isinstance(message, Delete):
+        return [("d", key_of(message.old), {"before": row(message.old), "after": None})]
+    new_key = key_of(message.new)
+    old_key = key_of(message.old) if message.old is not None else new_key
+    if old_key != new_key:
+        return [
+            ("d", old_key, {"before": row(message.old), "after": None}),
+            ("c", new_key, {"before": None, "after": row(message.new)}),
+        ]
+    unchanged = row_object(names, types, message.new)[1]
+    return [
+        (
+            "u",
+            new_key,
+            {
+                "before": row(message.old),
+                "after": row(message.new),
+                **({"unchangedToast": unchanged} if unchanged else {}),
+            },
+        )
+    ]

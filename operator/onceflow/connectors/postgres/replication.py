@@ -1,0 +1,148 @@
+"""A logical replication connection, spoken at libpq level through ``psycopg.pq``.
+
+psycopg 3 has no replication API, but its libpq binding reaches the protocol: a
+connection opened with ``replication=database`` takes replication commands
+(``CREATE_REPLICATION_SLOT``, ``START_REPLICATION``) and streams WAL as COPY data.
+Connection failures become ``ReplicationLostError`` so the caller can reconnect and resume
+from its own position; anything else the server refuses is a ``ConnectorError`` naming
+the setting involved.
+"""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import pq
+
+from onceflow.api.connector import ConnectorError
+from onceflow.connectors.postgres.pgoutput import (
+    Keepalive,
+    XLogData,
+    decode_frame,
+    parse_lsn,
+    standby_status,
+)
+
+OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+# SQLSTATEs that mean "not allowed": the message says which privilege is missing.
+INSUFFICIENT_PRIVILEGE = "42501"
+# The slot is still held by a walsender that has not noticed its client is gone (a
+# killed task, a terminated connection): worth asking again shortly.
+OBJECT_IN_USE = "55006"
+
+
+class ReplicationLostError(RuntimeError):
+    """The replication connection broke (terminated backend, network, restart)."""
+
+
+@dataclass(frozen=True)
+class CreatedSlot:
+    consistent_point: int
+    """Changes committed after this position are streamed; none before."""
+    snapshot: str | None
+    """The exported snapshot showing exactly the data as of ``consistent_point``; valid
+    while the connection that created it stays open and idle."""
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class ReplicationConnection:
+    def __init__(self, conninfo: str) -> None:
+        self.conn = pq.PGconn.connect(conninfo.encode() + b" replication=database")
+        if self.conn.status != pq.ConnStatus.OK:
+            message = self._error_text()
+            self.conn.finish()
+            raise ReplicationLostError(message)
+        self.streaming = False
+
+    def _error_text(self) -> str:
+        return self.conn.get_error_message().strip()
+
+    def command(self, sql: str, field: str) -> list[list[str | None]]:
+        result = self.conn.exec_(sql.encode())
+        if result.status not in OK:
+            self._refused(result, field)
+        return [
+            [
+                None if (v := result.get_value(row, col)) is None else v.decode()
+                for col in range(result.nfields)
+            ]
+            for row in range(result.ntuples)
+        ]
+
+    def _refused(self, result: pq.abc.PGresult, field: str) -> None:
+        if self.conn.status != pq.ConnStatus.OK:
+            raise ReplicationLostError(self._error_text())
+        code = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
+        message = (result.error_message or b"").decode(errors="replace").strip()
+        if code == OBJECT_IN_USE:
+            raise ReplicationLostError(message)
+        if code == INSUFFICIENT_PRIVILEGE:
+            message += " (the connector's user needs the REPLICATION attribute)"
+        raise ConnectorError(f"config.{field}: {message}")
+
+    def create_slot(self, slot: str, *, temporary: bool, export: bool) -> CreatedSlot:
+        sql = (
+            f"CREATE_REPLICATION_SLOT {quote_ident(slot)}"
+            f"{' TEMPORARY' if temporary else ''} LOGICAL pgoutput"
+            f" {'EXPORT_SNAPSHOT' if export else 'NOEXPORT_SNAPSHOT'}"
+        )
+        ((_name, point, snapshot, _plugin),) = self.command(sql, "slot")
+        assert point is not None
+        return CreatedSlot(parse_lsn(point), snapshot)
+
+    def start(self, slot: str, publication: str) -> None:
+        sql = (
+            f"START_REPLICATION SLOT {quote_ident(slot)} LOGICAL 0/0"
+            f" (proto_version '1', publication_names {quote_literal(publication)})"
+        )
+        result = self.conn.exec_(sql.encode())
+        if result.status != pq.ExecStatus.COPY_BOTH:
+            self._refused(result, "slot")
+        self.conn.nonblocking = 1
+        self.streaming = True
+
+    def frames(self, timeout_s: float, limit: int) -> Iterator[XLogData | Keepalive]:
+        """Up to ``limit`` frames, waiting at most ``timeout_s`` for the first."""
+        waited = False
+        for _ in range(limit):
+            while True:
+                try:
+                    size, data = self.conn.get_copy_data(1)
+                except psycopg.Error as error:
+                    raise ReplicationLostError(str(error)) from error
+                if size > 0:
+                    waited = True  # the rest of the batch is only what has arrived
+                    yield decode_frame(bytes(data))
+                    break
+                if size in (-1, -2):
+                    raise ReplicationLostError(self._error_text() or "replication stream ended")
+                if waited:
+                    return
+                waited = True
+                ready, _, _ = select.select([self.conn.socket], [], [], timeout_s)
+                if not ready:
+                    return
+                try:
+                    self.conn.consume_input()
+                except psycopg.Error as error:
+                    raise ReplicationLostError(str(error)) from error
+
+    def send_status(self, received: int, flushed: int) -> None:
+        try:
+            self.conn.put_copy_data(standby_status(received, flushed))
+            self.conn.flush()
+        except psycopg.Error as error:
+            raise ReplicationLostError(str(error)) from error
+
+    def close(self) -> None:
+        self.conn.finish()

@@ -1,0 +1,146 @@
+"""The ``postgres`` connector's settings: their defaults, their checks (pure, for
+admission) and the connection string they make with the connector's Secret."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from onceflow.api.connector import ConfigProblem, ConnectorError
+from onceflow.connectors.settings import integer_problems, masked, unknown_settings
+
+DEFAULTS: dict[str, Any] = {
+    "mode": "cdc",
+    "url": None,
+    "tables": None,
+    # cdc
+    "slot": None,
+    "publication": None,
+    "snapshot": "initial",
+    "snapshotChunkSize": 2000,
+    "transactionsPerCommit": 1,
+    "reconnectTimeoutMs": 60000,
+    "statusIntervalMs": 10000,
+    # incrementing / timestamp+incrementing
+    "incrementingColumn": None,
+    "timestampColumn": None,
+    "pollIntervalMs": 1000,
+    # both
+    "batchSize": 1000,
+}
+MODES = ("cdc", "incrementing", "timestamp+incrementing")
+SNAPSHOTS = ("initial", "never")
+# Slot names PostgreSQL accepts, leaving room for the snapshot's temporary slots.
+SLOT_NAME = re.compile(r"[a-z0-9_]{1,40}")
+IDENTIFIER = re.compile(r"[^\s.\"]{1,63}(\.[^\s.\"]{1,63})?")
+
+
+def problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
+    found = unknown_settings(config, DEFAULTS)
+    merged = {**DEFAULTS, **config}
+    mode = merged["mode"]
+    if mode not in MODES:
+        found.append(ConfigProblem("mode", "one of " + ", ".join(MODES)))
+    found += _url_problems(merged["url"])
+    tables = merged["tables"]
+    if not (
+        isinstance(tables, list)
+        and tables
+        and all(isinstance(t, str) and IDENTIFIER.fullmatch(t) for t in tables)
+        and len(set(tables)) == len(tables)
+    ):
+        found.append(
+            ConfigProblem("tables", "a non-empty list of distinct table names (schema.table)")
+        )
+    if mode == "cdc":
+        found += _cdc_problems(merged)
+    elif mode in MODES:
+        found += _query_problems(merged)
+    found += integer_problems(merged, {"batchSize": 1})
+    return found
+
+
+def _url_problems(url: object) -> list[ConfigProblem]:
+    if not (isinstance(url, str) and url):
+        return [
+            ConfigProblem(
+                "url",
+                "the database's connection string (postgresql://user@host:5432/db); the "
+                "password belongs in the connector's secretRef (key: password)",
+            )
+        ]
+    try:
+        parsed = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as error:
+        return [ConfigProblem("url", f"not a connection string: {error}")]
+    if "password" in parsed:
+        return [
+            ConfigProblem(
+                "url", "holds a password: move it to the connector's secretRef (key: password)"
+            )
+        ]
+    return []
+
+
+def _cdc_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
+    found = []
+    if not (isinstance(merged["slot"], str) and SLOT_NAME.fullmatch(merged["slot"])):
+        found.append(
+            ConfigProblem(
+                "slot", "the replication slot's name: 1-40 of a-z, 0-9 and _ (one per source)"
+            )
+        )
+    publication = merged["publication"]
+    if publication is not None and not (
+        isinstance(publication, str) and SLOT_NAME.fullmatch(publication)
+    ):
+        found.append(
+            ConfigProblem("publication", "1-40 of a-z, 0-9 and _, or omitted (the slot's name)")
+        )
+    if merged["snapshot"] not in SNAPSHOTS:
+        found.append(ConfigProblem("snapshot", "one of " + ", ".join(SNAPSHOTS)))
+    return found + integer_problems(
+        merged,
+        {
+            "snapshotChunkSize": 1,
+            "transactionsPerCommit": 1,
+            "reconnectTimeoutMs": 0,
+            "statusIntervalMs": 100,
+        },
+    )
+
+
+def _query_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
+    found = []
+    mode, column, timestamp = (
+        merged["mode"],
+        merged["incrementingColumn"],
+        merged["timestampColumn"],
+    )
+    if not (isinstance(column, str) and column):
+        found.append(
+            ConfigProblem(
+                "incrementingColumn", f"required in mode {mode}: a column that only grows"
+            )
+        )
+    if mode == "timestamp+incrementing" and not (isinstance(timestamp, str) and timestamp):
+        found.append(ConfigProblem("timestampColumn", f"required in mode {mode}"))
+    if mode == "incrementing" and timestamp is not None:
+        found.append(ConfigProblem("timestampColumn", "only used in mode timestamp+incrementing"))
+    return found + integer_problems(merged, {"pollIntervalMs": 10})
+
+
+def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
+    """The connection string: ``url`` with the Secret's keys as libpq parameters
+    (``password``, ``user``, ``sslmode``...)."""
+    try:
+        return make_conninfo(url, **secrets, application_name=application)
+    except psycopg.ProgrammingError as error:
+        raise ConnectorError(
+            "connector.secretRef: its keys must be libpq connection parameters "
+            f"({masked(str(error), secrets)})"
+        ) from None

@@ -1,0 +1,144 @@
+"""A PostgreSQL table whose every change can be audited from the postgres connector's
+records: each row carries a ``version`` that starts at 1 and grows by one per update,
+ids are never reused, so a key's records must show consecutive versions ending with
+the row's final version (or a delete) — a duplicate repeats a version, a loss skips
+one, a reordering goes backwards."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from onceflow.eos.consume import read_to_end
+from tests.support.background import BackgroundWork
+
+
+def create_table(dsn: str, table: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(
+            f"CREATE TABLE {table} (id bigint PRIMARY KEY, version int NOT NULL, payload text)"
+        )
+        conn.execute(
+            f"INSERT INTO {table} SELECT g, 1, md5(g::text) FROM generate_series(1, %s) g",
+            (rows,),
+        )
+
+
+def final_versions(dsn: str, table: str) -> dict[int, int]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute(f"SELECT id, version FROM {table}").fetchall())
+
+
+class Loader(BackgroundWork):
+    """``changes`` inserts, updates and deletes, one to five per transaction, on ids
+    that exist (``first_id`` upwards are new)."""
+
+    def __init__(self, dsn: str, table: str, existing: int, changes: int, pace_s: float) -> None:
+        super().__init__()
+        self.dsn, self.table, self.changes, self.pace_s = dsn, table, changes, pace_s
+        self.live = list(range(1, existing + 1))
+        self.next_id = existing + 1
+        self.done = self.deleted = 0
+        self.rng = random.Random(4)
+
+    def work(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while self.done < self.changes:
+                with conn.transaction():
+                    for _ in range(min(self.rng.randint(1, 5), self.changes - self.done)):
+                        self._change(conn)
+                        self.done += 1
+                if self.done % 500 < 5 and self.pace_s:
+                    time.sleep(self.pace_s)
+
+    def _change(self, conn: psycopg.Connection[Any]) -> None:
+        roll = self.rng.random()
+        if roll < 0.4 or len(self.live) < 10:
+            conn.execute(f"INSERT INTO {self.table} VALUES (%s, 1, 'new')", (self.next_id,))
+            self.live.append(self.next_id)
+            self.next_id += 1
+        elif roll < 0.9:
+            victim = self.live[self.rng.randrange(len(self.live))]
+            conn.execute(f"UPDATE {self.table} SET version = version + 1 WHERE id = %s", (victim,))
+        else:
+            victim = self.live.pop(self.rng.randrange(len(self.live)))
+            conn.execute(f"DELETE FROM {self.table} WHERE id = %s", (victim,))
+            self.deleted += 1
+
+
+@dataclass
+class ChangeAudit:
+    keys: int = 0
+    records: int = 0
+    snapshot_reads: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Records out of turn: repeated, skipped or reordered changes."""
+    behind: list[str] = field(default_factory=list)
+    """Keys whose last record is not the table's final state (yet)."""
+
+    @property
+    def caught_up(self) -> bool:
+        return not self.behind
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.behind
+
+
+def read_changes(bootstrap: str, topic: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(id, value)`` per record, in log order per partition (``read_committed``)."""
+    return [
+        (json.loads(m.key() or b"null")["id"], json.loads(m.value() or b"null"))
+        for m in read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=120)
+    ]
+
+
+def _out_of_turn(key: int, value: dict[str, Any], before: dict[str, Any] | None) -> str | None:
+    op = value["op"]
+    if op in ("r", "c"):
+        if before is not None:
+            return f"id {key}: {op} after {before['op']} (a repeated read or insert)"
+        if op == "c" and value["after"]["version"] != 1:
+            return f"id {key}: inserted at version {value['after']['version']}"
+        return None
+    if before is None or before["op"] == "d":
+        return f"id {key}: {op} without a live row before it"
+    if op == "u" and value["after"]["version"] != before["after"]["version"] + 1:
+        return f"id {key}: version {before['after']['version']} then {value['after']['version']}"
+    return None
+
+
+def audit_changes(
+    changes: Iterable[tuple[int, dict[str, Any]]], final: dict[int, int]
+) -> ChangeAudit:
+    """Every key's records against the rule above and the table's final state."""
+    audit = ChangeAudit()
+    last: dict[int, dict[str, Any]] = {}
+    for key, value in changes:
+        audit.records += 1
+        audit.snapshot_reads += value["op"] == "r"
+        if problem := _out_of_turn(key, value, last.get(key)):
+            audit.problems.append(problem)
+        last[key] = value
+    audit.keys = len(last)
+    for key, version in final.items():
+        seen = last.get(key)
+        if seen is None or seen["op"] == "d":
+            audit.behind.append(f"id {key}: in the table (version {version}) but not live")
+        elif seen["after"]["version"] != version:
+            audit.behind.append(
+                f"id {key}: last record at version {seen['after']['version']}, table at {version}"
+            )
+    for key, seen in last.items():
+        if key not in final and seen["op"] != "d":
+            audit.problems.append(
+                f"id {key}: deleted from the table but its last record is {seen['op']}"
+            )
+    return audit
