@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from onceflow.api import KafkaSourceSpec
+from onceflow.connectors.postgres import PostgresConnector
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.preflight import preflight_source
 from tests.support.connectors import AbortSecondBatchConnector, AtLeastOnceConnector
@@ -31,6 +32,24 @@ def test_required_exactly_once_with_an_unsupporting_connector() -> None:
     (problem,) = preflight_source(_spec(exactlyOnceSupport="required"), AtLeastOnceConnector())
     assert problem.field == "spec.exactlyOnceSupport"
     assert "exactlyOnceSupport: requested" in problem.message
+
+
+def test_a_mode_that_cannot_be_exactly_once_is_refused_with_the_reason() -> None:
+    config = {
+        "mode": "timestamp+incrementing",
+        "url": "postgresql://app@db/shop",
+        "tables": ["orders"],
+        "incrementingColumn": "id",
+        "timestampColumn": "updated_at",
+    }
+    spec = _spec(exactlyOnceSupport="required", connector={"type": "postgres", "config": config})
+    (problem,) = preflight_source(spec, PostgresConnector())
+    assert problem.field == "spec.exactlyOnceSupport"
+    assert "mode timestamp+incrementing re-reads updated rows" in problem.message
+    config["mode"] = "incrementing"
+    del config["timestampColumn"]
+    spec = _spec(exactlyOnceSupport="required", connector={"type": "postgres", "config": config})
+    assert preflight_source(spec, PostgresConnector()) == []
 
 
 def test_requested_exactly_once_runs_an_unsupporting_connector() -> None:
