@@ -117,6 +117,20 @@ class SourceConnector(ABC):
         """Problems with ``config``; an empty list when it is usable."""
         return []
 
+    def check(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        *,
+        shares_task_filesystem: bool,
+    ) -> list[ConfigProblem]:
+        """Problems only the source system can reveal (a missing table or privilege, an
+        unreachable cluster, a missing directory), found by asking it with a valid
+        ``config``. Runs before a generation's tasks start, so a config that cannot run
+        writes nothing; ``shares_task_filesystem`` says whether the caller sees the
+        files the tasks will (``onceflow run``) or not (the operator's pod)."""
+        return []
+
     @abstractmethod
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
         """At most ``max_tasks`` task configs splitting the work; deterministic for a

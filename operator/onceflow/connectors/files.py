@@ -53,6 +53,24 @@ READ_CHUNK = 256 * 1024
 HEAD_BYTES = 4096
 
 
+def directory_problem(pattern: str) -> str | None:
+    """Why the directory of ``pattern`` cannot be scanned (when it has no wildcard)."""
+    directory = os.path.dirname(pattern) or "."
+    if glob.has_magic(directory):
+        return None
+    if not os.path.isdir(directory):
+        return (
+            f"directory {directory} of {pattern!r} does not exist in the task; mount it "
+            "(KafkaSource spec.volumes) or fix the pattern"
+        )
+    if not os.access(directory, os.R_OK | os.X_OK):
+        return (
+            f"directory {directory} of {pattern!r} is not readable by uid {os.getuid()}; "
+            "fix its permissions (or the volume's fsGroup)"
+        )
+    return None
+
+
 class FileChangedError(ConnectorError):
     """A file was truncated or replaced after records of it were written, or cannot be
     read as configured."""
@@ -117,19 +135,8 @@ class FilesTask(SourceTask):
 
     @staticmethod
     def _check_directory(pattern: str) -> None:
-        directory = os.path.dirname(pattern) or "."
-        if glob.has_magic(directory):
-            return
-        if not os.path.isdir(directory):
-            raise FileChangedError(
-                f"config.paths: directory {directory} of {pattern!r} does not exist in the "
-                "task; mount it (KafkaSource spec.volumes) or fix the pattern"
-            )
-        if not os.access(directory, os.R_OK | os.X_OK):
-            raise FileChangedError(
-                f"config.paths: directory {directory} of {pattern!r} is not readable by "
-                f"uid {os.getuid()}; fix its permissions (or the volume's fsGroup)"
-            )
+        if problem := directory_problem(pattern):
+            raise FileChangedError(f"config.paths: {problem}")
 
     def _resume(self, path: str) -> TrackedFile:
         try:
@@ -287,6 +294,18 @@ class FilesConnector(SourceConnector):
     """Byte positions stored with the records make every restart resume exactly."""
 
     task_class = FilesTask
+
+    def check(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        *,
+        shares_task_filesystem: bool,
+    ) -> list[ConfigProblem]:
+        if not shares_task_filesystem:
+            return []  # the files live on the task pods' volumes
+        found = (directory_problem(pattern) for pattern in config["paths"])
+        return [ConfigProblem("paths", problem) for problem in found if problem]
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
         problems = unknown_settings(config, DEFAULTS)

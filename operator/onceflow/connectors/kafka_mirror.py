@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
 }
 POLL_TIMEOUT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
+CHECK_TIMEOUT_S = 10.0
 # The mirror's own consumer settings: exactly-once depends on them, so the connector's
 # Secret may not change them.
 CONSUMER_SETTINGS = {
@@ -82,6 +83,49 @@ def owner_task(topic: str, partition: int, task_count: int) -> int:
     return (zlib.crc32(topic.encode()) + partition) % task_count
 
 
+def source_consumer(bootstrap: str, secrets: Mapping[str, str]) -> Consumer:
+    """The source cluster's credentials come from the connector's Secret, one
+    librdkafka setting per key; offsets are never committed to the source."""
+    if reserved := sorted(RESERVED_SECRET_KEYS & secrets.keys()):
+        raise ConnectorError(
+            f"connector.secretRef: key {reserved[0]!r} is set by the mirror itself "
+            "(exactly-once depends on it); remove it from the Secret"
+        )
+    settings = {
+        **secrets,
+        **CONSUMER_SETTINGS,
+        "bootstrap.servers": bootstrap,
+        "group.id": f"onceflow-mirror-{uuid.uuid4().hex}",
+    }
+    try:
+        return Consumer(settings)
+    except KafkaException as error:
+        raise ConnectorError(
+            "connector.secretRef: the source cluster's client settings were refused: "
+            + masked(str(error), secrets)
+        ) from None
+
+
+def source_metadata(consumer: Consumer, bootstrap: str, timeout_s: float) -> Any:
+    try:
+        return consumer.list_topics(timeout=timeout_s)
+    except KafkaException as error:
+        raise ConnectorError(
+            f"config.bootstrapServers {bootstrap!r}: the source cluster did not "
+            f"answer ({error}); check the address and the connector's secretRef"
+        ) from error
+
+
+def unreadable_topic(metadata: Any, topic: str, bootstrap: str) -> str | None:
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        return (
+            f"{topic!r} is not readable on {bootstrap} "
+            f"({found.error if found else 'no such topic'}); create it or fix the name"
+        )
+    return None
+
+
 class KafkaMirrorTask(SourceTask):
     """Reads its share of the source partitions from the stored next offsets."""
 
@@ -95,7 +139,7 @@ class KafkaMirrorTask(SourceTask):
         self.batch_size: int = config["batchSize"]
         self.refresh_s = int(config["metadataRefreshMs"]) / 1000
         self.task_count: int = config["taskCount"]
-        self.consumer = self._consumer(context.secrets)
+        self.consumer = source_consumer(self.bootstrap, context.secrets)
         self.assigned: set[tuple[str, int]] = set()
         try:
             metadata = self._metadata()
@@ -107,47 +151,16 @@ class KafkaMirrorTask(SourceTask):
             self.consumer.close()
             raise
 
-    def _consumer(self, secrets: Mapping[str, str]) -> Consumer:
-        """The source cluster's credentials come from the connector's Secret, one
-        librdkafka setting per key; offsets are never committed to the source."""
-        if reserved := sorted(RESERVED_SECRET_KEYS & secrets.keys()):
-            raise ConnectorError(
-                f"connector.secretRef: key {reserved[0]!r} is set by the mirror itself "
-                "(exactly-once depends on it); remove it from the Secret"
-            )
-        settings = {
-            **secrets,
-            **CONSUMER_SETTINGS,
-            "bootstrap.servers": self.bootstrap,
-            "group.id": f"onceflow-mirror-{uuid.uuid4().hex}",
-        }
-        try:
-            return Consumer(settings)
-        except KafkaException as error:
-            raise ConnectorError(
-                "connector.secretRef: the source cluster's client settings were refused: "
-                + masked(str(error), secrets)
-            ) from None
-
     def _metadata(self) -> Any:
-        try:
-            return self.consumer.list_topics(timeout=METADATA_TIMEOUT_S)
-        except KafkaException as error:
-            raise ConnectorError(
-                f"config.bootstrapServers {self.bootstrap!r}: the source cluster did not "
-                f"answer ({error}); check the address and the connector's secretRef"
-            ) from error
+        return source_metadata(self.consumer, self.bootstrap, METADATA_TIMEOUT_S)
 
     def _assign_new_partitions(self, metadata: Any) -> None:
         self.refreshed_at = time.monotonic()
         new: list[TopicPartition] = []
         for topic in self.topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None:
-                raise ConnectorError(
-                    f"config.topics: {topic!r} is not readable on {self.bootstrap} "
-                    f"({found.error if found else 'no such topic'}); create it or fix the name"
-                )
+            if problem := unreadable_topic(metadata, topic, self.bootstrap):
+                raise ConnectorError(f"config.topics: {problem}")
+            found = metadata.topics[topic]
             for partition in sorted(found.partitions):
                 mine = owner_task(topic, partition, self.task_count) == self.context.task_id
                 if mine and (topic, partition) not in self.assigned:
@@ -249,6 +262,29 @@ class KafkaMirrorConnector(SourceConnector):
     """Exactly-once mirroring: the next offset is stored with the records it follows."""
 
     task_class = KafkaMirrorTask
+
+    def check(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        *,
+        shares_task_filesystem: bool,
+    ) -> list[ConfigProblem]:
+        """The cluster must answer; a topic it lacks yet is not refused, since another
+        source of the pipeline may be about to create it (the task fails, naming it, and
+        is restarted until it exists)."""
+        bootstrap = config["bootstrapServers"]
+        try:
+            consumer = source_consumer(bootstrap, secrets)
+        except ConnectorError as error:
+            return [ConfigProblem("bootstrapServers", str(error))]
+        try:
+            source_metadata(consumer, bootstrap, CHECK_TIMEOUT_S)
+        except ConnectorError as error:
+            return [ConfigProblem("bootstrapServers", str(error).partition(": ")[2])]
+        finally:
+            consumer.close()
+        return []
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
         problems = unknown_settings(config, DEFAULTS)

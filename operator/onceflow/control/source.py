@@ -65,10 +65,13 @@ from onceflow.model.objects import (
 )
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems
 
 log = logging.getLogger(__name__)
 PLURAL = "kafkasources"
 MAX_STEPS_PER_PASS = 8
+# A refused source (table missing, cluster down) is asked again at this pace.
+SOURCE_CHECK_RETRY_S = 30.0
 
 FenceIds = Callable[..., FencingReport]
 
@@ -222,6 +225,7 @@ class SourceReconciler:
         if isinstance(step, Fence):
             return self._fence(obj, pipeline, desired, step)
         assert isinstance(step, Start) and record is not None
+        self._check_source_system(obj, source)
         self._create_generation(source, pipeline, desired, record, step.tasks)
         self.kube.event(
             obj, "PodsCreated", f"generation {step.generation}: task(s) {list(step.tasks)}"
@@ -232,6 +236,23 @@ class SourceReconciler:
             keep=configmap_name(source.metadata.name, step.generation),
         )
         return obj
+
+    def _check_source_system(self, obj: Obj, source: KafkaSource) -> None:
+        """No task pod starts for a source its system refuses (a missing table, an
+        unreachable cluster): status says what to fix, the check is asked again later."""
+        secret_ref = source.spec.connector.secret_ref
+        secret = (
+            self.kube.secret_if_present(source.metadata.namespace, secret_ref.name)
+            if secret_ref
+            else None
+        )
+        problems = source_system_problems(
+            source.spec, secret[0] if secret else {}, shares_task_filesystem=False
+        )
+        if problems:
+            message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"
+            self._degrade(obj, SOURCE_SYSTEM_REFUSED, message)
+            raise RetryLaterError(message, SOURCE_CHECK_RETRY_S)
 
     def _record_intent(
         self, obj: Obj, old: GenerationRecord | None, record: GenerationRecord

@@ -56,6 +56,7 @@ from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.source_check import source_system_problems
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
@@ -135,6 +136,15 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
         )
         if isinstance(desired, list):
             problems += labelled("KafkaSource", source.metadata.name, desired)
+            continue
+        secret_ref = source.spec.connector.secret_ref
+        refused = source_system_problems(
+            source.spec,
+            manifests.secrets.get(secret_ref.name, {}) if secret_ref else {},
+            shares_task_filesystem=True,
+        )
+        if refused:
+            problems += labelled("KafkaSource", source.metadata.name, refused)
         else:
             planned.append(desired)
     jobs: list[PlannedSparkJob] = []

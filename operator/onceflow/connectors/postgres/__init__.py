@@ -15,6 +15,7 @@ from onceflow.api.connector import (
 )
 from onceflow.connectors.postgres.cdc import CdcTask
 from onceflow.connectors.postgres.query import QueryTask
+from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import DEFAULTS, problems
 
 
@@ -45,6 +46,15 @@ class PostgresConnector(SourceConnector):
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
         return problems(config)
+
+    def check(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        *,
+        shares_task_filesystem: bool,
+    ) -> list[ConfigProblem]:
+        return source_problems(config, secrets)
 
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
         merged = {**DEFAULTS, **config}

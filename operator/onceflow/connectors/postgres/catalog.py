@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from onceflow.api.connector import ConnectorError
+from onceflow.connectors.postgres.settings import SettingError
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,13 @@ def describe(conn: psycopg.Connection[Any], name: str, *, require_key: bool = Tr
         (schema, table),
     ).fetchone()
     if found is None:
-        raise ConnectorError(f"config.tables: table {schema}.{table} does not exist")
+        raise SettingError("tables", f"table {schema}.{table} does not exist")
     oid, schema, table, readable = found
     if not readable:
-        raise ConnectorError(
-            f"config.tables: the connector's user may not read {schema}.{table}; "
-            f"GRANT SELECT ON {schema}.{table} to it"
+        raise SettingError(
+            "tables",
+            f"the connector's user may not read {schema}.{table}; "
+            f"GRANT SELECT ON {schema}.{table} to it",
         )
     columns = conn.execute(
         "SELECT a.attname, a.atttypid, format_type(a.atttypid, a.atttypmod),"
@@ -92,9 +93,10 @@ def describe(conn: psycopg.Connection[Any], name: str, *, require_key: bool = Tr
         (oid,),
     ).fetchall()
     if require_key and not key:
-        raise ConnectorError(
-            f"config.tables: {schema}.{table} has no primary key; the connector keys "
-            "records and reads snapshots by it (add one)"
+        raise SettingError(
+            "tables",
+            f"{schema}.{table} has no primary key; the connector keys records and reads "
+            "snapshots by it (add one)",
         )
     return Table(
         name=f"{schema}.{table}",

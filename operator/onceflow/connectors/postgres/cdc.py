@@ -60,7 +60,8 @@ from onceflow.connectors.postgres.replication import (
     ReplicationConnection,
     ReplicationLostError,
 )
-from onceflow.connectors.postgres.settings import DEFAULTS, conninfo
+from onceflow.connectors.postgres.server_checks import replication_problems, slot_problem
+from onceflow.connectors.postgres.settings import DEFAULTS, connect, conninfo
 from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read
 from onceflow.connectors.settings import masked
 
@@ -97,29 +98,22 @@ class CdcTask(SourceTask):
         self.reconnect_s = config["reconnectTimeoutMs"] / 1000
         self.status_s = config["statusIntervalMs"] / 1000
         self.secrets = context.secrets
+        self.url: str = config["url"]
         self.conninfo = conninfo(config["url"], context.secrets, f"onceflow-{self.slot}")
-        self.sql = self._connect()
+        self.sql = connect(config["url"], context.secrets, f"onceflow-{self.slot}")
         try:
             self._prepare([str(t) for t in config["tables"]], config["snapshot"] == "initial")
         except BaseException:
             self.sql.close()
             raise
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        try:
-            return psycopg.connect(self.conninfo, autocommit=True)
-        except psycopg.OperationalError as error:
-            raise ConnectorError(
-                f"config.url: the database did not accept the connection "
-                f"({masked(str(error).strip(), self.secrets)}); check the address and the "
-                "connector's secretRef"
-            ) from None
-
     def _prepare(self, names: list[str], snapshot: bool) -> None:
         self.tables: dict[str, Table] = {}
         for name in names:
             table = describe(self.sql, name)
             self.tables[table.name] = table
+        if problems := replication_problems(self.sql):
+            raise problems[0]
         ensure_publication(self.sql, self.publication, list(self.tables))
         replication = self._replication()
         try:
@@ -167,19 +161,12 @@ class CdcTask(SourceTask):
     def _ensure_slot(
         self, replication: ReplicationConnection, stored: Mapping[str, Any] | None
     ) -> None:
-        found = self.sql.execute(
-            "SELECT s.plugin, d.datname = current_database()"
-            " FROM pg_replication_slots s LEFT JOIN pg_database d ON d.oid = s.datoid"
-            " WHERE s.slot_name = %s",
-            (self.slot,),
+        if problem := slot_problem(self.sql, self.slot):
+            raise problem
+        exists = self.sql.execute(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (self.slot,)
         ).fetchone()
-        if found is not None:
-            plugin, here = found
-            if plugin != "pgoutput" or not here:
-                raise ConnectorError(
-                    f"config.slot: slot {self.slot!r} exists for another database or "
-                    f"plugin ({plugin}); choose another name"
-                )
+        if exists is not None:
             return
         if stored is not None:
             raise ConnectorError(
@@ -336,7 +323,7 @@ class CdcTask(SourceTask):
         """Opens the stream; on failure, pauses and says so until the timeout ends it."""
         try:
             if self.sql.closed:
-                self.sql = self._connect()
+                self.sql = connect(self.url, self.secrets, f"onceflow-{self.slot}")
             stream = ReplicationConnection(self.conninfo)
             try:
                 stream.start(self.slot, self.publication)

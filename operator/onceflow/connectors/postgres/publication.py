@@ -9,8 +9,51 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from onceflow.api.connector import ConnectorError
 from onceflow.connectors.postgres.catalog import qualified
+from onceflow.connectors.postgres.settings import SettingError
+
+
+def _create_statement(name: str, tables: list[str]) -> str:
+    return f"CREATE PUBLICATION {name} FOR TABLE {', '.join(tables)}"
+
+
+def _cannot_create(name: str, tables: list[str], why: str) -> SettingError:
+    return SettingError(
+        "publication",
+        f"publication {name!r} is missing and the connector's user may not create it "
+        f"({why}); it needs CREATE on the database and to own the tables, or create it "
+        f"yourself: {_create_statement(name, tables)}",
+    )
+
+
+def publication_problem(
+    conn: psycopg.Connection[Any], name: str, tables: list[str]
+) -> SettingError | None:
+    """What keeps the publication from streaming ``tables``, without changing anything."""
+    exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
+    if exists is None:
+        allowed = conn.execute(
+            "SELECT has_database_privilege(current_database(), 'CREATE')"
+            " AND coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), true)"
+            " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
+            (tables,),
+        ).fetchone()
+        if not (allowed and allowed[0]):
+            return _cannot_create(name, tables, "no CREATE on the database or not the owner")
+        return None
+    published = {
+        f"{schema}.{table}"
+        for schema, table in conn.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,)
+        )
+    }
+    if missing := [t for t in tables if t not in published]:
+        return SettingError(
+            "publication",
+            f"publication {name!r} does not publish {', '.join(missing)}; "
+            f"ALTER PUBLICATION {name} ADD TABLE {', '.join(missing)}",
+        )
+    return None
 
 
 def ensure_publication(conn: psycopg.Connection[Any], name: str, tables: list[str]) -> None:
@@ -23,21 +66,7 @@ def ensure_publication(conn: psycopg.Connection[Any], name: str, tables: list[st
         try:
             conn.execute(statement)
         except psycopg.errors.InsufficientPrivilege as error:
-            raise ConnectorError(
-                f"config.publication: publication {name!r} is missing and the connector's "
-                f"user may not create it ({error.diag.message_primary}); it needs CREATE on "
-                f"the database and to own the tables, or create it yourself: "
-                f"CREATE PUBLICATION {name} FOR TABLE {', '.join(tables)}"
-            ) from None
+            raise _cannot_create(name, tables, str(error.diag.message_primary)) from None
         return
-    published = {
-        f"{schema}.{table}"
-        for schema, table in conn.execute(
-            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (name,)
-        )
-    }
-    if missing := [t for t in tables if t not in published]:
-        raise ConnectorError(
-            f"config.publication: publication {name!r} does not publish "
-            f"{', '.join(missing)}; ALTER PUBLICATION {name} ADD TABLE {', '.join(missing)}"
-        )
+    if problem := publication_problem(conn, name, tables):
+        raise problem

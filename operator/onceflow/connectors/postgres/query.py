@@ -28,8 +28,7 @@ from psycopg import sql
 from onceflow.api.connector import ConnectorError, SourceRecord, SourceTask, TaskContext
 from onceflow.connectors.postgres.catalog import Table, describe, text_columns
 from onceflow.connectors.postgres.change_records import encode, row_object
-from onceflow.connectors.postgres.settings import DEFAULTS, conninfo
-from onceflow.connectors.settings import masked
+from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +57,7 @@ class QueryTask(SourceTask):
         order = tuple(
             c for c in (config["timestampColumn"], config["incrementingColumn"]) if c is not None
         )
-        info = conninfo(config["url"], context.secrets, "onceflow-query")
-        try:
-            self.conn = psycopg.connect(info, autocommit=True)
-        except psycopg.OperationalError as error:
-            raise ConnectorError(
-                f"config.url: the database did not accept the connection "
-                f"({masked(str(error).strip(), context.secrets)})"
-            ) from None
+        self.conn = connect(config["url"], context.secrets, "onceflow-query")
         try:
             self.tables = [self._polled(name, order) for name in config["tables"]]
         except BaseException:
@@ -79,7 +71,7 @@ class QueryTask(SourceTask):
             order, ("timestampColumn", "incrementingColumn")[-len(order) :], strict=True
         ):
             if column not in table.columns:
-                raise ConnectorError(f"config.{setting}: {table.name} has no column {column!r}")
+                raise SettingError(setting, f"{table.name} has no column {column!r}")
         stored = self.context.offsets.offset({"table": table.name})
         last = tuple(stored["after"]) if stored else None
         return Polled(table, order, last)

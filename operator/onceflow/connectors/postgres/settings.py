@@ -134,13 +134,38 @@ def _query_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
     return found + integer_problems(merged, {"pollIntervalMs": 10})
 
 
+class SettingError(ConnectorError):
+    """A problem of one setting, found by asking the database: raised by a task, and
+    reported as a ``ConfigProblem`` by the check that runs before any task starts."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"config.{field}: {message}")
+        self.problem = ConfigProblem(field, message)
+
+
+def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.Connection[Any]:
+    """An autocommit connection, or a SettingError saying why there is none."""
+    try:
+        return psycopg.connect(
+            conninfo(url, secrets, application), autocommit=True, connect_timeout=10
+        )
+    except psycopg.OperationalError as error:
+        raise SettingError(
+            "url",
+            f"the database did not accept the connection "
+            f"({masked(str(error).strip(), secrets)}); check the address and the "
+            "connector's secretRef",
+        ) from None
+
+
 def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     """The connection string: ``url`` with the Secret's keys as libpq parameters
     (``password``, ``user``, ``sslmode``...)."""
     try:
         return make_conninfo(url, **secrets, application_name=application)
     except psycopg.ProgrammingError as error:
-        raise ConnectorError(
-            "connector.secretRef: its keys must be libpq connection parameters "
-            f"({masked(str(error), secrets)})"
+        raise SettingError(
+            "url",
+            "the connector's secretRef keys must be libpq connection parameters "
+            f"({masked(str(error), secrets)})",
         ) from None

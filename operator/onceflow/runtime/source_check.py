@@ -1,0 +1,28 @@
+"""Asking a source's system whether the source can run (its connector's ``check``)
+before any of its tasks starts: a missing table, privilege, directory or cluster is
+reported against the field to fix, and nothing is written to Kafka for a source
+that could not have read anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from onceflow.api.errors import Problem
+from onceflow.api.source import KafkaSourceSpec
+from onceflow.runtime.plugins import load_connector
+
+SOURCE_SYSTEM_REFUSED = "SourceSystemRefused"
+
+
+def source_system_problems(
+    spec: KafkaSourceSpec, secrets: Mapping[str, str], *, shares_task_filesystem: bool
+) -> list[Problem]:
+    """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty)."""
+    connector = load_connector(spec.connector.type)
+    found = connector.check(
+        spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
+    )
+    return [
+        Problem(f"spec.connector.config.{p.field}", p.message, reason=SOURCE_SYSTEM_REFUSED)
+        for p in found
+    ]
