@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +38,7 @@ from tests.support.cdc import (
     read_changes,
 )
 from tests.support.tasks import TaskProcess, only_task, plan
+from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -207,3 +211,73 @@ def test_a_snapshot_killed_midway_delivers_every_row_once_then_streams(
     # Every row the loader did not delete first was read by the snapshot.
     assert report.snapshot_reads >= SNAPSHOT_ROWS - loader.deleted, json.dumps(seen)
     _drop_slot(postgres_dsn, slot)
+
+
+def test_the_cdc_example_runs_with_onceflow_run(
+    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """examples/postgres-cdc.{sql,yaml} as a user runs them, names made unique per run."""
+    suffix = uuid.uuid4().hex[:6]
+    table, slot, name = f"shop_orders_{suffix}", f"cdc_demo_{suffix}", f"cdc-demo-{suffix}"
+
+    def unique(text: str) -> str:
+        return (
+            text.replace("shop_orders", table)
+            .replace("cdc_demo_orders", slot)
+            .replace("cdc-demo", name)
+            .replace("postgresql://onceflow@127.0.0.1:55432/postgres", postgres_dsn)
+            .replace("127.0.0.1:9092", kafka_bootstrap)
+        )
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(unique((ROOT / "examples" / "postgres-cdc.sql").read_text()).encode())
+    manifest = tmp_path / "postgres-cdc.yaml"
+    manifest.write_text(unique((ROOT / "examples" / "postgres-cdc.yaml").read_text()))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(tmp_path)],
+        stdout=(tmp_path / "run.log").open("ab"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    topic = f"{name}.orders"
+    try:
+        wait_for(lambda: len(_changes(kafka_bootstrap, topic)) >= 1000, 120, "the snapshot")
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE {table} SET status = 'paid', version = version + 1 WHERE id <= 10"
+            )
+            conn.execute(f"DELETE FROM {table} WHERE id > 995")
+            conn.execute(f"INSERT INTO {table} (id, customer, total) VALUES (1001, 'new', 9.5)")
+        wait_for(
+            lambda: (
+                audit_changes(
+                    _changes(kafka_bootstrap, topic), final_versions(postgres_dsn, table)
+                ).caught_up
+            ),
+            120,
+            "the changes",
+        )
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    changes = _changes(kafka_bootstrap, topic)
+    report = audit_changes(changes, final_versions(postgres_dsn, table))
+    assert report.ok, report.problems[:10]
+    assert [v["op"] for _, v in changes].count("u") == 10
+    paid = next(v for k, v in changes if k == 1 and v["op"] == "u")
+    assert paid["after"] == {
+        "id": 1,
+        "customer": "customer-1",
+        "total": "1.25",
+        "status": "paid",
+        "version": 2,
+    }
+    _drop_slot(postgres_dsn, slot)
+
+
+def _changes(bootstrap: str, topic: str) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        return read_changes(bootstrap, topic)
+    except LookupError:  # not created yet
+        return []

@@ -16,6 +16,7 @@ from kubernetes import watch
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import end_offsets
 from onceflow.logic.audit import audit_sequences
+from tests.support.cdc import Loader, audit_changes, create_table, final_versions, read_changes
 from tests.support.cluster import (
     Cluster,
     OperatorProcess,
@@ -481,3 +482,66 @@ def _topic_exists(bootstrap: str, topic: str) -> bool:
         return bool(end_offsets(bootstrap, topic))
     except LookupError:
         return False
+
+
+@pytest.mark.postgres
+def test_a_postgres_cdc_source_runs_under_the_operator_and_a_refused_one_starts_no_pod(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, postgres_dsn: str
+) -> None:
+    """CDC through the operator (its Secret mounted into the task), and a source whose
+    table does not exist: Degraded with the field to fix, and not a single pod."""
+    cluster, _, _ = operator
+    suffix = uuid.uuid4().hex[:6]
+    table, topic = f"op_orders_{suffix}", f"op-cdc-{suffix}"
+    create_table(postgres_dsn, table, 500)
+    cluster.core.create_namespaced_secret(
+        cluster.namespace, {"metadata": {"name": "orders-db"}, "stringData": {"sslmode": "disable"}}
+    )
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+
+    def cdc(name: str, tables: list[str], slot: str) -> dict[str, Any]:
+        return {
+            "kind": "KafkaSource",
+            "metadata": {"name": name},
+            "spec": {
+                "pipeline": "orders",
+                "topic": f"{topic}.{name}",
+                "exactlyOnceSupport": "required",
+                "transactionBoundary": "connector",
+                "connector": {
+                    "type": "postgres",
+                    "secretRef": {"name": "orders-db"},
+                    "config": {"url": postgres_dsn, "tables": tables, "slot": slot},
+                },
+            },
+        }
+
+    cluster.create("kafkasources", cdc("orders-cdc", [table], f"op_{suffix}"))
+    cluster.create("kafkasources", cdc("orders-missing", [f"nope_{suffix}"], f"op_m_{suffix}"))
+
+    def audit() -> Any:
+        try:
+            changes = read_changes(kafka_bootstrap, f"{topic}.orders-cdc")
+        except LookupError:
+            changes = []
+        return audit_changes(changes, final_versions(postgres_dsn, table))
+
+    wait_for(lambda: audit().records >= 500, 180, "the snapshot", interval_s=2)
+    loader = Loader(postgres_dsn, table, existing=500, changes=2000, pace_s=0)
+    loader.start()
+    loader.join(120)
+    assert loader.error is None, loader.error
+    wait_for(lambda: audit().caught_up, 180, "every change", interval_s=2)
+    report = audit()
+    assert report.ok, report.problems[:10]
+    wait_for(
+        lambda: (
+            cluster.condition("kafkasources", "orders-missing", "Degraded").get("reason")
+            == "SourceSystemRefused"
+        ),
+        60,
+        "the refused source to be Degraded",
+    )
+    message = cluster.condition("kafkasources", "orders-missing", "Degraded")["message"]
+    assert f"spec.connector.config.tables: table public.nope_{suffix} does not exist" in message
+    assert cluster.pods("onceflow.io/source=orders-missing") == []
