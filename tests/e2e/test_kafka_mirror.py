@@ -13,8 +13,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -29,6 +27,7 @@ from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
 from tests.support.background import BackgroundWork
 from tests.support.kafka import authenticated_listener, create_topic, new_topic
+from tests.support.onceflow_run import start_run
 from tests.support.tasks import TaskProcess, generation_settings, only_task, plan, write_generation
 from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
@@ -251,13 +250,7 @@ def test_the_mirror_example_runs_with_onceflow_run(kafka_bootstrap: str, tmp_pat
     manifest.write_text(
         text.replace("mirror-demo", name).replace("127.0.0.1:9092", kafka_bootstrap)
     )
-    run = subprocess.Popen(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(tmp_path)],
-        stdout=(tmp_path / "run.log").open("ab"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    run = start_run(manifest, tmp_path, tmp_path / "run.log")
 
     def copied() -> AuditReport:
         pairs = [

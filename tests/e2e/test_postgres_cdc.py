@@ -16,8 +16,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +35,7 @@ from tests.support.cdc import (
     final_versions,
     read_changes,
 )
+from tests.support.onceflow_run import start_run
 from tests.support.tasks import TaskProcess, only_task, plan
 from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
@@ -100,6 +99,22 @@ def _audit(bootstrap: str, desired: DesiredTasks, dsn: str, table: str) -> Chang
     return audit_changes(changes, final_versions(dsn, table))
 
 
+def _after_loader(
+    loader: Loader, bootstrap: str, desired: DesiredTasks, dsn: str, table: str
+) -> ChangeAudit:
+    """The audit once the loader is done and the topic shows the table's final state
+    (or a deadline passed: a lost change never shows it)."""
+    loader.join(600)
+    assert loader.error is None, loader.error
+    wait_for(
+        lambda: _audit(bootstrap, desired, dsn, table).caught_up,
+        180,
+        "every change to be delivered",
+        interval_s=3,
+    )
+    return _audit(bootstrap, desired, dsn, table)
+
+
 def _drop_slot(dsn: str, slot: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
@@ -139,18 +154,10 @@ def test_changes_arrive_once_in_order_through_terminated_connections_and_killed_
                 task.start()
                 killed += 1
         assert loader.done < CHANGES, "every fault must land while the loader is writing"
-        loader.join(600)
-        assert loader.error is None, loader.error
-        wait_for(
-            lambda: _audit(kafka_bootstrap, desired, postgres_dsn, table).caught_up,
-            180,
-            "every change to be delivered",
-            interval_s=3,
-        )
+        report = _after_loader(loader, kafka_bootstrap, desired, postgres_dsn, table)
     finally:
         if task.alive:
             task.terminate()
-    report = _audit(kafka_bootstrap, desired, postgres_dsn, table)
     assert report.ok, (report.problems[:20], report.behind[:5])
     assert terminated >= FAULTS // 2, f"only {terminated} terminations hit a walsender"
     assert killed == FAULTS
@@ -195,18 +202,10 @@ def test_a_snapshot_killed_midway_delivers_every_row_once_then_streams(
             kills += 1
         assert kills >= 3, f"only {kills} kills landed during the snapshot"
         assert reader_terminations >= 1, "no termination hit the snapshot's reader"
-        loader.join(600)
-        assert loader.error is None, loader.error
-        wait_for(
-            lambda: _audit(kafka_bootstrap, desired, postgres_dsn, table).caught_up,
-            180,
-            "every row and change to be delivered",
-            interval_s=3,
-        )
+        report = _after_loader(loader, kafka_bootstrap, desired, postgres_dsn, table)
     finally:
         if task.alive:
             task.terminate()
-    report = _audit(kafka_bootstrap, desired, postgres_dsn, table)
     assert report.ok, (report.problems[:20], report.behind[:5])
     # Every row the loader did not delete first was read by the snapshot.
     assert report.snapshot_reads >= SNAPSHOT_ROWS - loader.deleted, json.dumps(seen)
@@ -233,13 +232,7 @@ def test_the_cdc_example_runs_with_onceflow_run(
         conn.execute(unique((ROOT / "examples" / "postgres-cdc.sql").read_text()).encode())
     manifest = tmp_path / "postgres-cdc.yaml"
     manifest.write_text(unique((ROOT / "examples" / "postgres-cdc.yaml").read_text()))
-    run = subprocess.Popen(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(tmp_path)],
-        stdout=(tmp_path / "run.log").open("ab"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    run = start_run(manifest, tmp_path, tmp_path / "run.log")
     topic = f"{name}.orders"
     try:
         wait_for(lambda: len(_changes(kafka_bootstrap, topic)) >= 1000, 120, "the snapshot")

@@ -14,7 +14,8 @@ import yaml
 
 from onceflow.eos.offsets import offset_key, offset_value
 from onceflow.eos.writer import TransactionalWriter
-from tests.e2e.test_standalone_run import LIMIT, _audit, _copier, _manifests, _start
+from tests.e2e.test_standalone_run import LIMIT, _audit, _copier, _manifests
+from tests.support.onceflow_run import start_run
 from tests.support.testbed import spark_jars
 from tests.support.waiting import wait_for
 
@@ -39,7 +40,7 @@ def test_renaming_the_prefix_fences_the_old_ids_and_keeps_the_offsets(
     name = f"rename-{uuid.uuid4().hex[:6]}"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
     manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=2))
-    run = _start(manifest, state, log)
+    run = start_run(manifest, state, log)
     try:
         wait_for(lambda: "offsets s" in log.read_text(), 60, "the first commits")
 
@@ -67,7 +68,7 @@ def test_switching_to_disabled_never_resumes_from_an_aborted_offset(
     name = f"downgrade-{uuid.uuid4().hex[:6]}"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
     manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=2))
-    run = _start(manifest, state, log)
+    run = start_run(manifest, state, log)
     wait_for(lambda: "offsets s" in log.read_text(), 60, "the first commits")
     run.send_signal(signal.SIGINT)
     assert run.wait(60) == 0
@@ -88,7 +89,7 @@ def test_switching_to_disabled_never_resumes_from_an_aborted_offset(
         documents[0]["spec"]["exactlyOnce"] = "disabled"
 
     manifest.write_text(_edited(manifest.read_text(), disable))
-    rerun = _start(manifest, state, log)
+    rerun = start_run(manifest, state, log)
     try:
         wait_for(
             lambda: (
@@ -123,7 +124,7 @@ def test_a_lost_checkpoint_never_drops_what_the_source_writes_next(
         except LookupError:  # the sink creates the topic with its first batch
             return 0
 
-    run = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    run = start_run(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
     try:
         wait_for(lambda: copied_records() >= 6000, 180, "two copied batches")
     finally:
@@ -138,7 +139,7 @@ def test_a_lost_checkpoint_never_drops_what_the_source_writes_next(
 
     manifest.write_text(_edited(manifest.read_text(), larger_batches))
 
-    rerun = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    rerun = start_run(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
     try:
         wait_for(lambda: _audit(kafka_bootstrap, f"{name}.counts").ok, 240, "the source")
         wait_for(
@@ -170,7 +171,7 @@ def test_going_up_switches_the_consumer_before_any_producer_goes_transactional(
         _edited(_manifests(kafka_bootstrap, name, 2, _copier(name, partitions=2)), disabled)
     )
     jars = str(Path(spark_jars()[0]).parent)
-    run = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    run = start_run(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
     try:
         wait_for(lambda: "isolation read_uncommitted" in log.read_text(), 60, "the driver")
 

@@ -5,8 +5,6 @@ written (no state, no topic)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from tests.support.testbed import ROOT
+from tests.support.onceflow_run import run_until_refused
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -113,14 +111,7 @@ def test_a_source_its_system_refuses_starts_no_task_and_writes_nothing(
     manifest = tmp_path / "source.yaml"
     manifest.write_text(_manifest(kafka_bootstrap, name, connector(postgres_dsn), **spec))
     state = tmp_path / "state"
-    result = subprocess.run(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    result = run_until_refused(manifest, state)
     assert result.returncode == 1, result.stderr
     for words in expected:
         assert words in result.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,8 @@ import yaml
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
-from tests.support.testbed import ROOT, spark_jars
+from tests.support.onceflow_run import run_until_refused, start_run
+from tests.support.testbed import spark_jars
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -65,28 +64,6 @@ def _copier(name: str, partitions: int) -> dict[str, Any]:
     }
 
 
-def _start(manifest: Path, state: Path, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-    )
-
-
-def _run_until_refused(manifest: Path, state: Path) -> subprocess.CompletedProcess[str]:
-    """An `onceflow run` expected to refuse to start (within a minute)."""
-    return subprocess.run(
-        [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
-
-
 def _record(state: Path, name: str) -> dict[str, int]:
     path = state / "default.counter.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -98,7 +75,7 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
     name = f"run-{uuid.uuid4().hex[:6]}"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
     manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=3))
-    run = _start(manifest, state, log)
+    run = start_run(manifest, state, log)
     try:
         wait_for(lambda: "committed" in log.read_text(), 60, "first commits")
         assert _record(state, name)["generation"] == 1
@@ -129,7 +106,7 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
         assert run.wait(60) == 0
 
     # A new `onceflow run` keeps generation 2: the state is durable.
-    rerun = _start(manifest, state, log)
+    rerun = start_run(manifest, state, log)
     try:
         topic = f"{name}.counts"
         wait_for(
@@ -165,7 +142,7 @@ def test_run_rejects_bad_manifests_before_any_task_starts(tmp_path: Path) -> Non
     source["spec"]["transactionBoundary"] = "connector"
     manifest.write_text(yaml.safe_dump_all([pipeline, source]))
     state = tmp_path / "state"
-    result = _run_until_refused(manifest, state)
+    result = run_until_refused(manifest, state)
     assert result.returncode == 1
     assert "spec.connector.config.streams: must be an integer >= 1" in result.stderr
     assert "spec.connector.config.colour: unknown setting" in result.stderr
@@ -185,7 +162,7 @@ def test_run_copies_a_source_through_a_spark_job_exactly_once_across_a_driver_ki
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
     manifest.write_text(_manifests(kafka_bootstrap, name, 2, _copier(name, partitions=2)))
     jars = str(Path(spark_jars()[0]).parent)
-    run = _start(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
+    run = start_run(manifest, state, log, ONCEFLOW_SPARK_JARS=jars)
     copied = f"{name}.copied"
     try:
 
@@ -245,10 +222,10 @@ def test_run_survives_its_own_crash_without_a_second_writer(
     name = f"crash-{uuid.uuid4().hex[:6]}"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
     manifest.write_text(_manifests(kafka_bootstrap, name, tasks_max=3))
-    first = _start(manifest, state, log)
+    first = start_run(manifest, state, log)
     wait_for(lambda: len(_pids(state)) == 3, 60, "three task pids")
 
-    second = _run_until_refused(manifest, state)
+    second = run_until_refused(manifest, state)
     assert second.returncode == 1 and "another onceflow run" in second.stderr, second
 
     os.kill(_pids(state)["0"], signal.SIGTERM)
@@ -263,7 +240,7 @@ def test_run_survives_its_own_crash_without_a_second_writer(
     wait_for(lambda: all(_gone(pid) for pid in others), 30, "children to die with the run")
     assert not _gone(paused), "the paused task is the survivor this test needs"
 
-    rerun = _start(manifest, state, log)
+    rerun = start_run(manifest, state, log)
     try:
         wait_for(lambda: _gone(paused), 60, "the next run to stop the survivor")
         text = log.read_text()

@@ -1,0 +1,37 @@
+"""``onceflow run`` as a user starts it, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.testbed import ROOT
+
+
+def _command(manifest: Path, state: Path) -> list[str]:
+    return [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)]
+
+
+def start_run(manifest: Path, state: Path, log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A running ``onceflow run``, its output appended to ``log``."""
+    return subprocess.Popen(
+        _command(manifest, state),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
+
+
+def run_until_refused(manifest: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    """An ``onceflow run`` expected to refuse to start (within two minutes)."""
+    return subprocess.run(
+        _command(manifest, state),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
