@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 
 from onceflow.connectors.postgres import PostgresConnector
+from onceflow.connectors.postgres.catalog import Table
+from onceflow.connectors.postgres.cdc import change_documents
 from onceflow.connectors.postgres.pgoutput import (
     UNCHANGED_TOAST,
     Begin,
+    Column,
     Commit,
     Delete,
     Ignored,
@@ -146,10 +149,12 @@ SEGMENTS = [
 @pytest.mark.parametrize(
     ("table", "key", "commit", "read"),
     [
-        ("public.a", "7", 100, True),  # first segment, at its position
+        ("public.a", "7", 99, True),  # committed before the first segment's export
+        ("public.a", "7", 100, False),  # a commit at the export's position is not in it
         ("public.a", "7", 150, False),  # first segment read before the change
         ("public.a", "50", 150, False),  # the boundary key belongs to the earlier segment
         ("public.a", "51", 150, True),  # second segment read after it
+        ("public.b", "11", 300, False),  # the last segment's own position: streamed
         ("public.a", "51", 250, False),
         ("public.b", "3", 150, True),  # b's head was read in a's second segment (at 200)
         ("public.b", "3", 250, False),
@@ -185,3 +190,41 @@ def test_the_change_audit_finds_repeats_gaps_and_changes_not_delivered() -> None
     assert not audit_changes([good[0], good[2], good[3]], {1: 4}).ok  # gap then behind
     assert not audit_changes([*good, (2, _change("c", 1))], {1: 4}).ok  # re-inserted
     assert not audit_changes(good, {1: 5}).caught_up
+
+
+ORDERS = Table(1, "public.orders", ("id", "note"), (23, 25), ("integer", "text"), ("id",))
+
+
+def _relation(identity: str) -> Relation:
+    flags = (True, identity == "f")
+    return Relation(
+        1,
+        "public",
+        "orders",
+        identity,
+        (Column("id", 23, flags[0]), Column("note", 25, flags[1])),
+    )
+
+
+def test_a_delete_names_the_key_only_unless_the_whole_old_row_is_sent() -> None:
+    delete = Delete(1, ("7", None))
+    (default,) = change_documents(delete, _relation("d"), ORDERS)
+    assert default == ("d", ("7",), {"before": {"id": 7}, "after": None})
+    (full,) = change_documents(Delete(1, ("7", "gone")), _relation("f"), ORDERS)
+    assert full[2]["before"] == {"id": 7, "note": "gone"}
+
+
+def test_a_key_change_is_a_delete_of_the_old_key_and_an_insert_of_the_new() -> None:
+    update = Update(1, ("7", None), ("8", "x"))
+    assert change_documents(update, _relation("d"), ORDERS) == [
+        ("d", ("7",), {"before": {"id": 7}, "after": None}),
+        ("c", ("8",), {"before": None, "after": {"id": 8, "note": "x"}}),
+    ]
+
+
+def test_an_unchanged_toasted_value_is_named_not_invented() -> None:
+    ((op, key, document),) = change_documents(
+        Update(1, None, ("7", UNCHANGED_TOAST)), _relation("d"), ORDERS
+    )
+    assert (op, key) == ("u", ("7",))
+    assert document == {"before": None, "after": {"id": 7}, "unchangedToast": ["note"]}

@@ -106,14 +106,18 @@ def source_consumer(bootstrap: str, secrets: Mapping[str, str]) -> Consumer:
         ) from None
 
 
+def _no_answer(bootstrap: str, error: KafkaException) -> str:
+    return (
+        f"the source cluster at {bootstrap!r} did not answer ({error}); check the address "
+        "and the connector's secretRef"
+    )
+
+
 def source_metadata(consumer: Consumer, bootstrap: str, timeout_s: float) -> Any:
     try:
         return consumer.list_topics(timeout=timeout_s)
     except KafkaException as error:
-        raise ConnectorError(
-            f"config.bootstrapServers {bootstrap!r}: the source cluster did not "
-            f"answer ({error}); check the address and the connector's secretRef"
-        ) from error
+        raise ConnectorError(f"config.bootstrapServers: {_no_answer(bootstrap, error)}") from error
 
 
 def unreadable_topic(metadata: Any, topic: str, bootstrap: str) -> str | None:
@@ -279,9 +283,9 @@ class KafkaMirrorConnector(SourceConnector):
         except ConnectorError as error:
             return [ConfigProblem("bootstrapServers", str(error))]
         try:
-            source_metadata(consumer, bootstrap, CHECK_TIMEOUT_S)
-        except ConnectorError as error:
-            return [ConfigProblem("bootstrapServers", str(error).partition(": ")[2])]
+            consumer.list_topics(timeout=CHECK_TIMEOUT_S)
+        except KafkaException as error:
+            return [ConfigProblem("bootstrapServers", _no_answer(bootstrap, error))]
         finally:
             consumer.close()
         return []

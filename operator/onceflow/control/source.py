@@ -211,6 +211,10 @@ class SourceReconciler:
     ) -> Obj:
         namespace = source.metadata.namespace
         if isinstance(step, RecordIntent):
+            if record is None or record.generation != step.record.generation:
+                # Before the intent: a source its system refuses never replaces (stops,
+                # fences) a generation that runs; restarts within one are not asked.
+                self._check_source_system(obj, source)
             return self._record_intent(obj, record, step.record)
         if isinstance(step, Stop):
             for pod in step.names:
@@ -225,7 +229,6 @@ class SourceReconciler:
         if isinstance(step, Fence):
             return self._fence(obj, pipeline, desired, step)
         assert isinstance(step, Start) and record is not None
-        self._check_source_system(obj, source)
         self._create_generation(source, pipeline, desired, record, step.tasks)
         self.kube.event(
             obj, "PodsCreated", f"generation {step.generation}: task(s) {list(step.tasks)}"

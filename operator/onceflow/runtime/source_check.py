@@ -19,9 +19,18 @@ def source_system_problems(
 ) -> list[Problem]:
     """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty)."""
     connector = load_connector(spec.connector.type)
-    found = connector.check(
-        spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
-    )
+    try:
+        found = connector.check(
+            spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
+        )
+    except Exception as error:  # a connector's bug must not pass for "no problem"
+        return [
+            Problem(
+                "spec.connector",
+                f"the {spec.connector.type} connector's check failed: {error!r}",
+                reason=SOURCE_SYSTEM_REFUSED,
+            )
+        ]
     return [
         Problem(f"spec.connector.config.{p.field}", p.message, reason=SOURCE_SYSTEM_REFUSED)
         for p in found

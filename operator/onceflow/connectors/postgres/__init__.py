@@ -19,13 +19,16 @@ from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import DEFAULTS, problems
 
 
+def _mode(config: Mapping[str, Any]) -> str:
+    return str({**DEFAULTS, **config}["mode"])
+
+
 class PostgresTask(SourceTask):
     """The mode's task, behind the one task class a connector names."""
 
     def start(self, context: TaskContext) -> None:
         super().start(context)
-        mode = {**DEFAULTS, **context.config}["mode"]
-        self.inner: SourceTask = CdcTask() if mode == "cdc" else QueryTask()
+        self.inner: SourceTask = CdcTask() if _mode(context.config) == "cdc" else QueryTask()
         self.inner.start(context)
 
     def poll(self) -> list[SourceRecord]:
@@ -58,7 +61,7 @@ class PostgresConnector(SourceConnector):
 
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
         merged = {**DEFAULTS, **config}
-        if merged["mode"] == "cdc":
+        if _mode(config) == "cdc":
             return [merged]  # one slot, read in order by one task
         tables = list(merged["tables"])
         count = min(max_tasks, len(tables))
@@ -68,7 +71,7 @@ class PostgresConnector(SourceConnector):
         return self.exactly_once_refusal(config) is None
 
     def exactly_once_refusal(self, config: Mapping[str, Any]) -> str | None:
-        if {**DEFAULTS, **config}["mode"] == "timestamp+incrementing":
+        if _mode(config) == "timestamp+incrementing":
             return (
                 "mode timestamp+incrementing re-reads updated rows and can miss a row "
                 "whose timestamp moves backwards: use mode incrementing (new rows only) "
@@ -77,4 +80,4 @@ class PostgresConnector(SourceConnector):
         return None
 
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
-        return bool({**DEFAULTS, **config}["mode"] == "cdc")
+        return _mode(config) == "cdc"

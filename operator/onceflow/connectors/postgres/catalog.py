@@ -20,6 +20,7 @@ from onceflow.connectors.postgres.settings import SettingError
 
 @dataclass(frozen=True)
 class Table:
+    oid: int
     name: str
     """Schema-qualified, as the catalog spells it (``public.orders``)."""
     columns: tuple[str, ...]
@@ -57,18 +58,22 @@ def qualified(name: str) -> tuple[str, str]:
     return (schema if dot else "public"), table
 
 
-def describe(conn: psycopg.Connection[Any], name: str, *, require_key: bool = True) -> Table:
-    """The table's columns and primary key, or a ConnectorError naming what is wrong."""
+def describe(conn: psycopg.Connection[Any], name: str, *, cdc: bool = True) -> Table:
+    """The table's columns and primary key, or a SettingError naming what is wrong. For
+    change data capture the table needs a primary key (records are keyed and snapshots
+    read by it), changes that name rows by it (REPLICA IDENTITY DEFAULT or FULL) and
+    no partitions (their changes would arrive under each partition's name)."""
     schema, table = qualified(name)
     found = conn.execute(
-        "SELECT c.oid, n.nspname, c.relname, has_table_privilege(c.oid, 'SELECT')"
+        "SELECT c.oid, n.nspname, c.relname, has_table_privilege(c.oid, 'SELECT'),"
+        " c.relkind, c.relreplident"
         " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')",
         (schema, table),
     ).fetchone()
     if found is None:
         raise SettingError("tables", f"table {schema}.{table} does not exist")
-    oid, schema, table, readable = found
+    oid, schema, table, readable, kind, identity = found
     if not readable:
         raise SettingError(
             "tables",
@@ -92,19 +97,38 @@ def describe(conn: psycopg.Connection[Any], name: str, *, require_key: bool = Tr
         " WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.ord",
         (oid,),
     ).fetchall()
-    if require_key and not key:
-        raise SettingError(
-            "tables",
-            f"{schema}.{table} has no primary key; the connector keys records and reads "
-            "snapshots by it (add one)",
-        )
+    if cdc:
+        _cdc_problem(f"{schema}.{table}", bool(key), kind, identity)
     return Table(
+        oid=int(oid),
         name=f"{schema}.{table}",
         columns=tuple(c[0] for c in columns),
         types=tuple(int(c[1]) for c in columns),
         casts=tuple(t if coll is None else f"{t} COLLATE {coll}" for _, _, t, coll in columns),
         key=tuple(k for (k,) in key),
     )
+
+
+def _cdc_problem(table: str, has_key: bool, kind: str, identity: str) -> None:
+    if not has_key:
+        raise SettingError(
+            "tables",
+            f"{table} has no primary key; the connector keys records and reads snapshots "
+            "by it (add one)",
+        )
+    if kind == "p":
+        raise SettingError(
+            "tables",
+            f"{table} is partitioned; its changes are decoded under each partition's "
+            "name: list the partitions instead",
+        )
+    if identity not in ("d", "f"):
+        raise SettingError(
+            "tables",
+            f"{table} names changed rows by another index or not at all (REPLICA "
+            f"IDENTITY); deletes need the primary key: ALTER TABLE {table} REPLICA "
+            "IDENTITY DEFAULT (or FULL for whole old rows)",
+        )
 
 
 def chunk_query(table: Table, after: bool) -> sql.Composed:

@@ -2,8 +2,10 @@
 through a replication slot (``pgoutput``), after an exactly-once initial snapshot.
 
 Positions. The source partition is the database system and the slot. While streaming,
-the offset is the commit position of the change's transaction and the change's index
-in it, so a task resumes inside a large transaction without repeating its start; the
+the offset is the commit position of the change's transaction, the change's own WAL
+position and the record's index among those of that position (a multi-row insert
+shares one; a key change makes two records), so a task resumes inside a large
+transaction without repeating its start, whatever tables it is configured for; the
 slot is told to keep WAL from the position of the last committed record only once the
 Kafka transaction holding that record has committed (``commit_record``), never before.
 A slot that confirmed more than was written would drop changes for good; one that
@@ -24,13 +26,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from onceflow.api.connector import (
     ConnectorError,
@@ -38,7 +37,7 @@ from onceflow.api.connector import (
     SourceTask,
     TaskContext,
 )
-from onceflow.connectors.postgres.catalog import Table, chunk_query, describe, key_after
+from onceflow.connectors.postgres.catalog import Table, describe, key_after
 from onceflow.connectors.postgres.change_records import encode, json_value, row_object
 from onceflow.connectors.postgres.pgoutput import (
     Begin,
@@ -60,33 +59,28 @@ from onceflow.connectors.postgres.replication import (
     ReplicationConnection,
     ReplicationLostError,
 )
-from onceflow.connectors.postgres.server_checks import replication_problems, slot_problem
-from onceflow.connectors.postgres.settings import DEFAULTS, connect, conninfo
-from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read
+from onceflow.connectors.postgres.server_checks import (
+    refused_replication,
+    replication_problems,
+    slot_problem,
+)
+from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
+from onceflow.connectors.postgres.snapshot_reader import SegmentedSnapshot
+from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read, window_end
 from onceflow.connectors.settings import masked
 
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 0.2
 RECONNECT_PAUSE_S = 0.5
-Position = tuple[int, int]
-"""(commit LSN, index of the record in its transaction)."""
-
-
-@dataclass
-class SnapshotReader:
-    """One segment being read: the exporting session must stay open (and idle) while
-    the snapshot is used."""
-
-    exporter: ReplicationConnection
-    reader: psycopg.Connection[Any]
-
-    def close(self) -> None:
-        self.reader.close()
-        self.exporter.close()
+Position = tuple[int, int, int]
+"""(commit LSN, the change's LSN, index of the record among that change LSN's)."""
+BEFORE_ANYTHING: Position = (0, 0, -1)
 
 
 class CdcTask(SourceTask):
+    """Snapshot first (when configured and not done), then the stream, one slot."""
+
     def start(self, context: TaskContext) -> None:
         super().start(context)
         config = {**DEFAULTS, **context.config}
@@ -114,7 +108,7 @@ class CdcTask(SourceTask):
             self.tables[table.name] = table
         if problems := replication_problems(self.sql):
             raise problems[0]
-        ensure_publication(self.sql, self.publication, list(self.tables))
+        ensure_publication(self.sql, self.publication, list(self.tables.values()))
         replication = self._replication()
         try:
             ((system, *_rest),) = replication.command("IDENTIFY_SYSTEM", "url")
@@ -123,40 +117,53 @@ class CdcTask(SourceTask):
             self._ensure_slot(replication, stored)
         finally:
             replication.close()
-        # Offsets name the snapshot's tables in its order, which a later config may not keep.
+        # Offsets name the snapshotted tables in the snapshot's order, which a later
+        # config may not keep; a table added since was never snapshotted.
         stored = stored or {}
         self.order: list[str] = list(stored.get("tables", self.tables))
+        if snapshot and (added := [t for t in self.tables if t not in self.order]):
+            raise SettingError(
+                "tables",
+                f"{', '.join(added)} added after the initial snapshot of "
+                f"{', '.join(self.order)}: its rows would never be read; capture it with "
+                "a source of its own (another slot), or set snapshot: never",
+            )
         self.segments = [Segment.from_offset(s) for s in stored.get("segments", [])]
         self.position: Position = (
-            (parse_lsn(stored["lsn"]), int(stored["seq"])) if "lsn" in stored else (0, -1)
+            (parse_lsn(stored["lsn"]), parse_lsn(stored["change"]), int(stored["seq"]))
+            if "lsn" in stored
+            else BEFORE_ANYTHING
         )
-        self.reading: tuple[str, Key | None] | None = None
+        start: tuple[str, Key | None] | None = None
         if "snapshot" in stored:
-            after = stored["snapshot"]["after"]
-            self.reading = (stored["snapshot"]["table"], tuple(after))
+            start = (stored["snapshot"]["table"], tuple(stored["snapshot"]["after"]))
         elif not stored and snapshot:
-            self.reading = (self.order[0], None)
-        self.snapshot: SnapshotReader | None = None
+            start = (self.order[0], None)
+        self.snapshot = (
+            None
+            if start is None
+            else SegmentedSnapshot(
+                self.conninfo, self.slot, self.tables, self.order, self.segments, start
+            )
+        )
         self.stream: ReplicationConnection | None = None
         self.lost_at: float | None = None
         self.relations: dict[int, Relation] = {}
         self.txn: Begin | None = None
-        self.txn_records = 0
+        self.change_at = (0, 0)
+        """The current change's LSN and how many records it has made."""
         self.txns_since_boundary = 0
         self.held: SourceRecord | None = None
         self.emitted = self.committed = 0
         self.received = self.confirmable = self.quiet = 0
         self.status_at = 0.0
+        self.snapshot_lost_at: float | None = None
 
     def _replication(self) -> ReplicationConnection:
         try:
             return ReplicationConnection(self.conninfo)
         except ReplicationLostError as error:
-            raise ConnectorError(
-                f"config.url: the database refused a replication connection "
-                f"({masked(str(error), self.secrets)}); the user needs the REPLICATION "
-                "attribute and pg_hba.conf a 'replication' entry for it"
-            ) from None
+            raise refused_replication(str(error), self.secrets) from None
 
     def _ensure_slot(
         self, replication: ReplicationConnection, stored: Mapping[str, Any] | None
@@ -180,80 +187,36 @@ class CdcTask(SourceTask):
     # -- polling -----------------------------------------------------------------
 
     def poll(self) -> list[SourceRecord]:
-        if self.reading is not None:
-            return self._poll_snapshot()
-        return self._poll_stream()
+        reading = self.snapshot is not None and not self.snapshot.done
+        records = self._poll_snapshot() if reading else self._poll_stream()
+        self.emitted += len(records)
+        return records
 
     def _poll_snapshot(self) -> list[SourceRecord]:
-        assert self.reading is not None
+        assert self.snapshot is not None
         try:
-            if self.snapshot is None:
-                self.snapshot = self._open_segment(*self.reading)
-            records = self._read_chunk(self.snapshot)
+            table, rows = self.snapshot.next_rows(min(self.chunk_size, self.batch_size))
         except (psycopg.OperationalError, ReplicationLostError) as error:
             # The export is gone with its session: continue in a new segment.
             log.warning("snapshot connection lost (%s); continuing in a new segment", error)
-            self._close_snapshot()
+            self.snapshot.close()
+            self.snapshot_lost_at = self.snapshot_lost_at or time.monotonic()
+            if time.monotonic() - self.snapshot_lost_at > self.reconnect_s:
+                raise ConnectorError(
+                    "config.url: the snapshot could not be read again within "
+                    f"reconnectTimeoutMs ({masked(str(error), self.secrets)})"
+                ) from None
             time.sleep(RECONNECT_PAUSE_S)
             return []
+        self.snapshot_lost_at = None
+        records = [self._snapshot_record(table, row) for row in rows]
         if records and self.context.transactions is not None:
             self.context.transactions.commit_transaction()
         return records
 
-    def _open_segment(self, table: str, after: Key | None) -> SnapshotReader:
-        exporter = ReplicationConnection(self.conninfo)
-        try:
-            name = f"{self.slot}_snapshot_{uuid.uuid4().hex[:12]}"
-            created = exporter.create_slot(name, temporary=True, export=True)
-            reader = psycopg.connect(self.conninfo)
-            reader.read_only = True
-            reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            reader.execute(
-                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(created.snapshot))
-            )
-        except BaseException:
-            exporter.close()
-            raise
-        self.segments.append(Segment(table, after, created.consistent_point))
-        log.info(
-            "snapshot segment %d from %s after %s, as of %s",
-            len(self.segments),
-            table,
-            after,
-            lsn_text(created.consistent_point),
-        )
-        return SnapshotReader(exporter, reader)
-
-    def _read_chunk(self, snapshot: SnapshotReader) -> list[SourceRecord]:
-        assert self.reading is not None
-        while True:
-            name, after = self.reading
-            table = self.tables.get(name)
-            if table is None:
-                raise ConnectorError(
-                    f"config.tables: {name} was removed while its snapshot was read; put "
-                    "it back until the snapshot has finished"
-                )
-            limit = min(self.chunk_size, self.batch_size)
-            rows = snapshot.reader.execute(
-                chunk_query(table, after is not None), [*(after or ()), limit]
-            ).fetchall()
-            if rows:
-                return [self._snapshot_record(table, row) for row in rows]
-            at = self.order.index(name)
-            if at + 1 < len(self.order):
-                self.reading = (self.order[at + 1], None)
-                continue
-            log.info("snapshot finished in %d segment(s); streaming", len(self.segments))
-            self._close_snapshot()
-            self.reading = None
-            return []
-
     def _snapshot_record(self, table: Table, row: tuple[Any, ...]) -> SourceRecord:
         key = table.values(row, table.key)
-        self.reading = (table.name, key)
         after, _ = row_object(table.columns, table.types, row)
-        segment = self.segments[-1]
         return SourceRecord(
             source_partition=self.partition,
             source_offset={
@@ -267,7 +230,7 @@ class CdcTask(SourceTask):
                     "table": table.name,
                     "before": None,
                     "after": after,
-                    "lsn": lsn_text(segment.lsn),
+                    "lsn": lsn_text(self.segments[-1].lsn),
                     "txId": None,
                     "commitTs": None,
                 }
@@ -275,21 +238,15 @@ class CdcTask(SourceTask):
         )
 
     def _window(self) -> dict[str, Any]:
-        if not self.segments:
-            return {}
-        return {"tables": self.order, "segments": [s.to_offset() for s in self.segments]}
+        """What every offset carries: the snapshotted tables (for good) and, until the
+        stream has passed them, the segments."""
+        segments = {"segments": [s.to_offset() for s in self.segments]} if self.segments else {}
+        return {"tables": self.order, **segments}
 
     @staticmethod
     def _key(table: Table, key: Key) -> bytes:
         types = dict(zip(table.columns, table.types, strict=True))
         return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
-
-    def _close_snapshot(self) -> None:
-        if self.snapshot is not None:
-            for close in (self.snapshot.reader.close, self.snapshot.exporter.close):
-                with contextlib.suppress(psycopg.Error):
-                    close()
-            self.snapshot = None
 
     # -- streaming ---------------------------------------------------------------
 
@@ -307,7 +264,7 @@ class CdcTask(SourceTask):
                         self._send_status()
                     continue
                 self.received = max(self.received, frame.end)
-                self._handle(decode(frame.payload), out)
+                self._handle(decode(frame.payload), frame.start, out)
                 if len(out) >= self.batch_size:
                     break
             if time.monotonic() - self.status_at >= self.status_s:
@@ -316,7 +273,6 @@ class CdcTask(SourceTask):
         except (ReplicationLostError, psycopg.OperationalError) as error:
             log.warning("replication connection lost (%s); reconnecting", error)
             self._drop_stream()
-        self.emitted += len(out)
         return out
 
     def _reopen(self) -> bool:
@@ -330,7 +286,8 @@ class CdcTask(SourceTask):
             except BaseException:
                 stream.close()
                 raise
-        except (ReplicationLostError, psycopg.OperationalError, ConnectorError) as error:
+        except (ReplicationLostError, psycopg.OperationalError) as error:
+            # Anything else (the slot dropped, a privilege revoked) will not pass by.
             self.lost_at = self.lost_at or time.monotonic()
             if time.monotonic() - self.lost_at > self.reconnect_s:
                 raise ConnectorError(
@@ -349,49 +306,65 @@ class CdcTask(SourceTask):
         self.stream, self.txn = None, None
         self.lost_at = time.monotonic()
 
-    def _handle(self, message: object, out: list[SourceRecord]) -> None:
+    def _handle(self, message: object, lsn: int, out: list[SourceRecord]) -> None:
+        """``lsn``: the WAL position of the change the message carries."""
         if isinstance(message, Relation):
             self.relations[message.oid] = message
         elif isinstance(message, Begin):
-            self.txn, self.txn_records = message, 0
+            self.txn = message
         elif isinstance(message, Commit):
             self._end_transaction(message, out)
         elif isinstance(message, (Insert, Update, Delete)):
             relation = self.relations[message.relation]
             table = self.tables.get(relation.qualified)
             if table is not None:
-                for op, key, document in _changes(message, relation, table):
-                    self._change(table, op, key, document, out)
+                for op, key, document in change_documents(message, relation, table):
+                    self._change(table, op, key, document, self._next_position(lsn), out)
         elif isinstance(message, Truncate):
-            for oid in message.relations:
+            for index, oid in enumerate(message.relations):
                 table = self.tables.get(self.relations[oid].qualified)
                 if table is not None:
-                    self._truncate(table, out)
+                    self._truncate(table, (lsn, index), out)
+
+    def _next_position(self, lsn: int) -> Position:
+        """Records of one WAL position (a multi-row insert, a key change) are numbered."""
+        assert self.txn is not None
+        at, count = self.change_at
+        index = count if at == lsn else 0
+        self.change_at = (lsn, index + 1)
+        return (self.txn.final_lsn, lsn, index)
 
     def _change(
-        self, table: Table, op: str, key: Key, document: dict[str, Any], out: list[SourceRecord]
+        self,
+        table: Table,
+        op: str,
+        key: Key,
+        document: dict[str, Any],
+        position: Position,
+        out: list[SourceRecord],
     ) -> None:
-        assert self.txn is not None
-        self.txn_records += 1
-        position = (self.txn.final_lsn, self.txn_records)
         if position <= self.position or already_read(
-            self.segments, table.name, key, self.txn.final_lsn, self.order, self._key_after
+            self.segments, table.name, key, position[0], self.order, self._key_after
         ):
             return
         self._emit(table, op, self._key(table, key), document, position, out)
 
-    def _truncate(self, table: Table, out: list[SourceRecord]) -> None:
+    def _truncate(self, table: Table, change: tuple[int, int], out: list[SourceRecord]) -> None:
+        """A truncate before every segment's export is in all of them (nothing to say);
+        one between them removed rows some segments still wrote."""
         assert self.txn is not None
-        self.txn_records += 1
-        position = (self.txn.final_lsn, self.txn_records)
+        position = (self.txn.final_lsn, *change)
         if position <= self.position:
             return
-        in_window = self.segments and self.txn.final_lsn <= max(s.lsn for s in self.segments)
-        if in_window and table.name in self.order:
-            raise ConnectorError(
-                f"config.tables: {table.name} was truncated while its snapshot was read "
-                "in segments; the rows already written cannot be matched to it. Start "
-                "the source afresh (a new slot name)"
+        commit = self.txn.final_lsn
+        if table.name in self.order and self.segments and commit < window_end(self.segments):
+            if commit < min(s.lsn for s in self.segments):
+                return
+            raise SettingError(
+                "tables",
+                f"{table.name} was truncated while its snapshot was read in segments; the "
+                "rows already written cannot be matched to it. Start the source afresh "
+                "(a new slot name)",
             )
         self._emit(table, "t", None, {"before": None, "after": None}, position, out)
 
@@ -407,13 +380,15 @@ class CdcTask(SourceTask):
         assert self.txn is not None
         self.position = position
         lsn = lsn_text(position[0])
-        past_window = self.segments and position[0] > max(s.lsn for s in self.segments)
+        if position[0] >= window_end(self.segments):
+            self.segments = []  # past the window: offsets no longer need it
         record = SourceRecord(
             source_partition=self.partition,
             source_offset={
-                **({} if past_window else self._window()),
+                **self._window(),
                 "lsn": lsn,
-                "seq": position[1],
+                "change": lsn_text(position[1]),
+                "seq": position[2],
             },
             key=key,
             value=encode(
@@ -436,8 +411,8 @@ class CdcTask(SourceTask):
 
     def _end_transaction(self, commit: Commit, out: list[SourceRecord]) -> None:
         self.txn = None
-        if self.segments and commit.commit_lsn > max(s.lsn for s in self.segments):
-            self.segments = []  # past the window: offsets no longer need it
+        if commit.commit_lsn >= window_end(self.segments):
+            self.segments = []
         if self.held is None:
             self._quiet_at(commit.end_lsn, out)
             return
@@ -458,8 +433,11 @@ class CdcTask(SourceTask):
 
     def _quiet_at(self, end: int, out: list[SourceRecord]) -> None:
         """With nothing written and not yet committed, the slot may move on to ``end``
-        (changes of other tables, empty transactions) so the WAL is not kept forever."""
-        if self.held is None and not out and self.emitted == self.committed:
+        (changes of other tables, empty transactions) so the WAL is not kept forever.
+        Never inside a transaction: a keepalive can arrive between its changes, with
+        ``end`` past its commit, and confirming that would skip the rest of it."""
+        idle = self.txn is None and self.held is None and not out
+        if idle and self.emitted == self.committed:
             self.quiet = max(self.quiet, end)
 
     def _key_after(self, table: str, key: Key, boundary: Key) -> bool:
@@ -488,7 +466,8 @@ class CdcTask(SourceTask):
             self._drop_stream()
 
     def stop(self) -> None:
-        self._close_snapshot()
+        if self.snapshot is not None:
+            self.snapshot.close()
         if self.stream is not None:
             with contextlib.suppress(ReplicationLostError):
                 self._send_status()
@@ -496,7 +475,7 @@ class CdcTask(SourceTask):
         self.sql.close()
 
 
-def _changes(
+def change_documents(
     message: Insert | Update | Delete, relation: Relation, table: Table
 ) -> list[tuple[str, Key, dict[str, Any]]]:
     """The records a change makes: (op, key, before/after). An update that changes the
@@ -505,8 +484,18 @@ def _changes(
     names = tuple(c.name for c in relation.columns)
     types = tuple(c.type_oid for c in relation.columns)
 
+    identity = {c.name for c in relation.columns if c.in_key}
+
     def row(values: Tuple | None) -> dict[str, Any] | None:
         return None if values is None else row_object(names, types, values)[0]
+
+    def before(values: Tuple | None) -> dict[str, Any] | None:
+        """Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other
+        columns come as nulls that mean "not sent"); under FULL, all of it."""
+        old = row(values)
+        if old is None or relation.replica_identity == "f":
+            return old
+        return {k: v for k, v in old.items() if k in identity}
 
     def key_of(values: Tuple) -> Key:
         at = {name: i for i, name in enumerate(names)}
@@ -515,12 +504,12 @@ def _changes(
     if isinstance(message, Insert):
         return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
     if isinstance(message, Delete):
-        return [("d", key_of(message.old), {"before": row(message.old), "after": None})]
+        return [("d", key_of(message.old), {"before": before(message.old), "after": None})]
     new_key = key_of(message.new)
     old_key = key_of(message.old) if message.old is not None else new_key
     if old_key != new_key:
         return [
-            ("d", old_key, {"before": row(message.old), "after": None}),
+            ("d", old_key, {"before": before(message.old), "after": None}),
             ("c", new_key, {"before": None, "after": row(message.new)}),
         ]
     unchanged = row_object(names, types, message.new)[1]
@@ -529,7 +518,7 @@ def _changes(
             "u",
             new_key,
             {
-                "before": row(message.old),
+                "before": before(message.old),
                 "after": row(message.new),
                 **({"unchangedToast": unchanged} if unchanged else {}),
             },

@@ -5,9 +5,11 @@ Each table is a source partition; the offset is the last row's ordering columns
 (``incrementingColumn``, after ``timestampColumn`` in the second mode). A polling
 source misses a row when a row with a smaller value commits after a larger one was
 read, so a poll reads only up to a high-water mark it has made safe: it notes the
-largest value, then waits until every transaction that was running at that moment has
-ended (their virtual transaction ids, in ``pg_locks``, readable by any user), because
-only those can still commit a smaller value. Under ``incrementing`` with values from a
+largest value, then waits until every transaction of the database that was running at
+that moment has ended (their virtual transaction ids in ``pg_locks``, and prepared
+transactions, both readable by any user), because only those can still commit a
+smaller value. Rows whose ordering column is null are never read (they have no place
+in the order). Under ``incrementing`` with values from a
 sequence or identity column (``CACHE 1``, the default) this makes the mode exactly-once.
 
 ``timestamp+incrementing`` also sees updated rows (their timestamp moves), but a row
@@ -66,7 +68,7 @@ class QueryTask(SourceTask):
         self.next = 0
 
     def _polled(self, name: str, order: tuple[str, ...]) -> Polled:
-        table = describe(self.conn, name, require_key=False)
+        table = describe(self.conn, name, cdc=False)
         for column, setting in zip(
             order, ("timestampColumn", "incrementingColumn")[-len(order) :], strict=True
         ):
@@ -113,25 +115,35 @@ class QueryTask(SourceTask):
                 ),
                 t.identifier,
                 sql.SQL(", ").join(
-                    sql.SQL("{} DESC").format(t.column_list([c])) for c in polled.order
+                    sql.SQL("{} DESC NULLS LAST").format(t.column_list([c])) for c in polled.order
                 ),
             )
         ).fetchone()
-        if found is None or (polled.last is not None and tuple(found) == polled.last):
-            return
+        if (
+            found is None
+            or None in found
+            or (polled.last is not None and tuple(found) == polled.last)
+        ):
+            return  # empty, only nulls (never read: no order), or nothing new
         # Read after the mark: a transaction running when the mark was read is either
         # still running now (and waited for) or committed (and seen by the next read).
+        # A prepared (two-phase) transaction has given up its virtual id: its gid counts.
         running = self.conn.execute(
-            "SELECT virtualxid FROM pg_locks WHERE locktype = 'virtualxid'"
-            " AND pid <> pg_backend_pid()"
+            "SELECT l.virtualxid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'virtualxid' AND l.pid <> pg_backend_pid()"
+            " AND a.datname = current_database()"
+            " UNION ALL SELECT 'prepared:' || gid FROM pg_prepared_xacts"
+            " WHERE database = current_database()"
         ).fetchall()
         polled.mark = tuple(found)
         polled.waiting_for = [v for (v,) in running]
 
     def _still_running(self, vxids: list[str]) -> bool:
         row = self.conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY(%s)",
-            (vxids,),
+            "SELECT (SELECT count(*) FROM pg_locks"
+            "        WHERE locktype = 'virtualxid' AND virtualxid = ANY(%s))"
+            " + (SELECT count(*) FROM pg_prepared_xacts WHERE 'prepared:' || gid = ANY(%s))",
+            (vxids, vxids),
         ).fetchone()
         return bool(row and row[0])
 

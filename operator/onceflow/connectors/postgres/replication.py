@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
-from psycopg import pq
+from psycopg import pq, sql
 
 from onceflow.api.connector import ConnectorError
 from onceflow.connectors.postgres.pgoutput import (
@@ -47,14 +47,6 @@ class CreatedSlot:
     while the connection that created it stays open and idle."""
 
 
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class ReplicationConnection:
     def __init__(self, conninfo: str) -> None:
         self.conn = pq.PGconn.connect(conninfo.encode() + b" replication=database")
@@ -62,13 +54,12 @@ class ReplicationConnection:
             message = self._error_text()
             self.conn.finish()
             raise ReplicationLostError(message)
-        self.streaming = False
 
     def _error_text(self) -> str:
         return self.conn.get_error_message().strip()
 
-    def command(self, sql: str, field: str) -> list[list[str | None]]:
-        result = self.conn.exec_(sql.encode())
+    def command(self, command: str, field: str) -> list[list[str | None]]:
+        result = self.conn.exec_(command.encode())
         if result.status not in OK:
             self._refused(result, field)
         return [
@@ -91,25 +82,24 @@ class ReplicationConnection:
         raise ConnectorError(f"config.{field}: {message}")
 
     def create_slot(self, slot: str, *, temporary: bool, export: bool) -> CreatedSlot:
-        sql = (
-            f"CREATE_REPLICATION_SLOT {quote_ident(slot)}"
+        command = (
+            f"CREATE_REPLICATION_SLOT {sql.Identifier(slot).as_string(None)}"
             f"{' TEMPORARY' if temporary else ''} LOGICAL pgoutput"
             f" {'EXPORT_SNAPSHOT' if export else 'NOEXPORT_SNAPSHOT'}"
         )
-        ((_name, point, snapshot, _plugin),) = self.command(sql, "slot")
+        ((_name, point, snapshot, _plugin),) = self.command(command, "slot")
         assert point is not None
         return CreatedSlot(parse_lsn(point), snapshot)
 
     def start(self, slot: str, publication: str) -> None:
-        sql = (
-            f"START_REPLICATION SLOT {quote_ident(slot)} LOGICAL 0/0"
-            f" (proto_version '1', publication_names {quote_literal(publication)})"
+        command = (
+            f"START_REPLICATION SLOT {sql.Identifier(slot).as_string(None)} LOGICAL 0/0"
+            f" (proto_version '1', publication_names {sql.Literal(publication).as_string(None)})"
         )
-        result = self.conn.exec_(sql.encode())
+        result = self.conn.exec_(command.encode())
         if result.status != pq.ExecStatus.COPY_BOTH:
             self._refused(result, "slot")
         self.conn.nonblocking = 1
-        self.streaming = True
 
     def frames(self, timeout_s: float, limit: int) -> Iterator[XLogData | Keepalive]:
         """Up to ``limit`` frames, waiting at most ``timeout_s`` for the first."""

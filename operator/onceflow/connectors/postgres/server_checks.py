@@ -11,9 +11,11 @@ from typing import Any
 import psycopg
 
 from onceflow.api.connector import ConfigProblem
-from onceflow.connectors.postgres.catalog import describe
+from onceflow.connectors.postgres.catalog import Table, describe
 from onceflow.connectors.postgres.publication import publication_problem
-from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect
+from onceflow.connectors.postgres.replication import ReplicationConnection, ReplicationLostError
+from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
+from onceflow.connectors.settings import masked
 
 
 def slot_problem(conn: psycopg.Connection[Any], slot: str) -> SettingError | None:
@@ -31,6 +33,14 @@ def slot_problem(conn: psycopg.Connection[Any], slot: str) -> SettingError | Non
             "another name",
         )
     return None
+
+
+def refused_replication(error: str, secrets: Mapping[str, str]) -> SettingError:
+    return SettingError(
+        "url",
+        f"the database refused a replication connection ({masked(error, secrets)}); the "
+        "user needs the REPLICATION attribute and pg_hba.conf a 'replication' entry for it",
+    )
 
 
 def replication_problems(conn: psycopg.Connection[Any]) -> list[SettingError]:
@@ -60,37 +70,53 @@ def replication_problems(conn: psycopg.Connection[Any]) -> list[SettingError]:
 
 def source_problems(config: Mapping[str, Any], secrets: Mapping[str, str]) -> list[ConfigProblem]:
     merged = {**DEFAULTS, **config}
-    cdc = merged["mode"] == "cdc"
     try:
-        conn = connect(merged["url"], secrets, "onceflow-check")
+        return [error.problem for error in _problems(merged, secrets)]
     except SettingError as error:
         return [error.problem]
+    except psycopg.Error as error:
+        return [ConfigProblem("url", f"asking the database failed: {masked(str(error), secrets)}")]
+
+
+def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[SettingError]:
+    cdc = merged["mode"] == "cdc"
     found: list[SettingError] = []
-    with conn:
+    with connect(merged["url"], secrets, "onceflow-check") as conn:
         tables = []
         for name in merged["tables"]:
             try:
-                tables.append(describe(conn, name, require_key=cdc))
+                tables.append(describe(conn, name, cdc=cdc))
             except SettingError as error:
                 found.append(error)
-        if cdc:
-            found += replication_problems(conn)
-            if len(tables) == len(merged["tables"]):
-                names = [t.name for t in tables]
-                found += filter(
-                    None,
-                    [publication_problem(conn, merged["publication"] or merged["slot"], names)],
-                )
-            found += filter(None, [slot_problem(conn, merged["slot"])])
-        else:
-            columns = {
-                "incrementingColumn": merged["incrementingColumn"],
-                "timestampColumn": merged["timestampColumn"],
-            }
-            found += [
-                SettingError(setting, f"{table.name} has no column {column!r}")
-                for table in tables
-                for setting, column in columns.items()
-                if column is not None and column not in table.columns
-            ]
-    return [error.problem for error in found]
+        if not cdc:
+            return found + _column_problems(merged, tables)
+        found += replication_problems(conn)
+        if len(tables) == len(merged["tables"]):
+            publication = merged["publication"] or merged["slot"]
+            found += filter(None, [publication_problem(conn, publication, tables)])
+        found += filter(None, [slot_problem(conn, merged["slot"])])
+    if not found:
+        found += filter(None, [_replication_connection_problem(merged["url"], secrets)])
+    return found
+
+
+def _column_problems(merged: Mapping[str, Any], tables: list[Table]) -> list[SettingError]:
+    columns = {
+        "incrementingColumn": merged["incrementingColumn"],
+        "timestampColumn": merged["timestampColumn"],
+    }
+    return [
+        SettingError(setting, f"{table.name} has no column {column!r}")
+        for table in tables
+        for setting, column in columns.items()
+        if column is not None and column not in table.columns
+    ]
+
+
+def _replication_connection_problem(url: str, secrets: Mapping[str, str]) -> SettingError | None:
+    """pg_hba.conf lists replication connections apart from the others."""
+    try:
+        ReplicationConnection(conninfo(url, secrets, "onceflow-check")).close()
+    except ReplicationLostError as error:
+        return refused_replication(str(error), secrets)
+    return None

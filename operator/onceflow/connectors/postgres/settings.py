@@ -162,7 +162,8 @@ def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     """The connection string: ``url`` with the Secret's keys as libpq parameters
     (``password``, ``user``, ``sslmode``...)."""
     try:
-        return make_conninfo(url, **secrets, application_name=application)
+        # pgoutput sends text in the client encoding; the decoder reads UTF-8.
+        return make_conninfo(url, **secrets, application_name=application, client_encoding="UTF8")
     except psycopg.ProgrammingError as error:
         raise SettingError(
             "url",

@@ -3,12 +3,12 @@
 A snapshot is read in key order, table after table, through exported snapshots, each
 taken at a WAL position. A task killed mid-snapshot cannot get its snapshot back (an
 export lives as long as the session that made it), so it continues from the last key
-it committed in a new *segment*, read through a new export at a later position. Rows
-of a segment show every change committed up to its position; the stream, which starts
-where the replication slot was created (before the first segment), then carries those
-changes again. A change is emitted only when it committed after the position of the
-segment its row belongs to. Rows keep their order per key: the snapshot's read of a
-row is always written before the stream's changes to it.
+it committed in a new *segment*, read through a new export at a later position. An
+export at a position shows exactly the transactions whose commit record starts before
+it; the stream, which starts where the replication slot was created (before the first
+segment), carries those changes again. A change is emitted only when its commit is at
+or after the position of the segment its row belongs to. Rows keep their order per
+key: the snapshot's read of a row is always written before the stream's changes to it.
 
 Segments are the source offset's ``segments``, so the rule holds across restarts until
 the stream has passed the last segment's position. Pure: the key comparison (done by
@@ -52,6 +52,11 @@ class Segment:
         )
 
 
+def window_end(segments: Sequence[Segment]) -> int:
+    """The position from which no streamed change can already be in the snapshot."""
+    return max((s.lsn for s in segments), default=0)
+
+
 def starts_before(
     segment: Segment, table: str, key: Key, order: Sequence[str], key_after: KeyAfter
 ) -> bool:
@@ -70,10 +75,10 @@ def already_read(
     key_after: KeyAfter,
 ) -> bool:
     """Whether the snapshot's read of the row already shows a change committed at
-    ``commit_lsn``: the row's segment was read as of that position or later."""
-    if table not in order or not segments or commit_lsn > max(s.lsn for s in segments):
+    ``commit_lsn``: the row's segment was exported at a later position."""
+    if table not in order or commit_lsn >= window_end(segments):
         return False
     for segment in reversed(segments):
         if starts_before(segment, table, key, order, key_after):
-            return commit_lsn <= segment.lsn
+            return commit_lsn < segment.lsn
     return False  # before the first segment: not read by the snapshot
