@@ -88,6 +88,33 @@ def test_a_smaller_id_committing_after_a_larger_one_is_not_skipped(
     assert _delivered(kafka_bootstrap, desired) == [1, 2]
 
 
+def test_rows_with_a_null_ordering_column_do_not_stop_the_others(
+    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    table = f"qn_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, seq bigint)")
+        conn.execute(f"INSERT INTO {table} VALUES (1, 1), (2, NULL), (3, 2)")
+    desired = plan(
+        kafka_bootstrap,
+        connector="postgres",
+        tasks_max=1,
+        config={
+            "mode": "incrementing",
+            "url": postgres_dsn,
+            "tables": [table],
+            "incrementingColumn": "seq",
+            "pollIntervalMs": 50,
+        },
+    )
+    task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
+    try:
+        wait_for(lambda: len(_delivered(kafka_bootstrap, desired)) >= 2, 60, "the rows")
+    finally:
+        task.terminate()
+    assert _delivered(kafka_bootstrap, desired) == [1, 3]
+
+
 class Writers(BackgroundWork):
     """Two sessions inserting concurrently, so ids often commit out of order."""
 

@@ -1,6 +1,7 @@
 """``onceflow run`` asks each source's system before any task starts: a missing table,
-a user without REPLICATION, a missing directory, an unknown source cluster and a mode
-that cannot be exactly-once are refused naming the field and the fix, and nothing is
+a user without REPLICATION, tables CDC cannot capture (partitioned, no replica
+identity), a missing directory, an unknown source cluster and a mode that cannot be
+exactly-once are refused naming the field and the fix, and nothing is
 written (no state, no topic)."""
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ def _no_replication_user(dsn: str) -> str:
     return dsn.replace("onceflow@", "reader@")
 
 
+def _table(dsn: str, name: str, *, partitioned: bool = False, identity: str = "") -> str:
+    """A table CDC cannot capture as it is; the DSN, unchanged."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(
+            f"CREATE TABLE {name} (id int PRIMARY KEY)"
+            + (" PARTITION BY RANGE (id)" if partitioned else "")
+        )
+        if identity:
+            conn.execute(f"ALTER TABLE {name} REPLICA IDENTITY {identity}")
+    return dsn
+
+
 CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, Any], list[str]]] = {
     "missing table": (
         lambda dsn: {"type": "postgres", "config": {"url": dsn, "tables": ["nope"], "slot": "r1"}},
@@ -71,6 +85,30 @@ CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, Any], list[str
             "spec.connector.config.publication: publication 'r2' is missing and the "
             "connector's user may not create it",
         ],
+    ),
+    "partitioned table": (
+        lambda dsn: {
+            "type": "postgres",
+            "config": {
+                "url": _table(dsn, "refusal_parted", partitioned=True),
+                "tables": ["refusal_parted"],
+                "slot": "r3",
+            },
+        },
+        {},
+        ["spec.connector.config.tables: public.refusal_parted is partitioned"],
+    ),
+    "replica identity nothing": (
+        lambda dsn: {
+            "type": "postgres",
+            "config": {
+                "url": _table(dsn, "refusal_nothing", identity="NOTHING"),
+                "tables": ["refusal_nothing"],
+                "slot": "r4",
+            },
+        },
+        {},
+        ["REPLICA IDENTITY DEFAULT"],
     ),
     "mode that cannot be exactly-once": (
         lambda dsn: {

@@ -311,7 +311,9 @@ class CdcTask(SourceTask):
         if isinstance(message, Relation):
             self.relations[message.oid] = message
         elif isinstance(message, Begin):
-            self.txn = message
+            # Numbering restarts with each transaction: one sent again after a
+            # reconnect must number its records as it did the first time.
+            self.txn, self.change_at = message, (0, 0)
         elif isinstance(message, Commit):
             self._end_transaction(message, out)
         elif isinstance(message, (Insert, Update, Delete)):
