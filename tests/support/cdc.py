@@ -37,8 +37,10 @@ def final_versions(dsn: str, table: str) -> dict[int, int]:
 
 
 class Loader(BackgroundWork):
-    """``changes`` inserts, updates and deletes, one to five per transaction, on ids
-    that exist (``first_id`` upwards are new)."""
+    """``changes`` changes, one to five per transaction: inserts (some by COPY, whose
+    rows share one WAL record), updates, deletes, and primary-key changes (which the
+    connector writes as a delete of the old key and an insert of the new one at
+    version 1). Ids are never reused; ``existing`` rows are there before."""
 
     def __init__(self, dsn: str, table: str, existing: int, changes: int, pace_s: float) -> None:
         super().__init__()
@@ -52,25 +54,42 @@ class Loader(BackgroundWork):
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while self.done < self.changes:
                 with conn.transaction():
-                    for _ in range(min(self.rng.randint(1, 5), self.changes - self.done)):
-                        self._change(conn)
-                        self.done += 1
+                    for _ in range(self.rng.randint(1, 5)):
+                        if self.done < self.changes:
+                            self.done += self._change(conn)
                 if self.done % 500 < 5 and self.pace_s:
                     time.sleep(self.pace_s)
 
-    def _change(self, conn: psycopg.Connection[Any]) -> None:
+    def _new_id(self) -> int:
+        self.next_id += 1
+        self.live.append(self.next_id - 1)
+        return self.next_id - 1
+
+    def _change(self, conn: psycopg.Connection[Any]) -> int:
+        """One change (or a COPY of three rows); how many rows it changed."""
         roll = self.rng.random()
-        if roll < 0.4 or len(self.live) < 10:
-            conn.execute(f"INSERT INTO {self.table} VALUES (%s, 1, 'new')", (self.next_id,))
-            self.live.append(self.next_id)
-            self.next_id += 1
-        elif roll < 0.9:
+        if roll < 0.35 or len(self.live) < 10:
+            conn.execute(f"INSERT INTO {self.table} VALUES (%s, 1, 'new')", (self._new_id(),))
+        elif roll < 0.4:
+            with conn.cursor().copy(f"COPY {self.table} (id, version, payload) FROM STDIN") as copy:
+                for _ in range(3):
+                    copy.write_row((self._new_id(), 1, "copied"))
+            return 3
+        elif roll < 0.85:
             victim = self.live[self.rng.randrange(len(self.live))]
             conn.execute(f"UPDATE {self.table} SET version = version + 1 WHERE id = %s", (victim,))
+        elif roll < 0.9:
+            victim = self.live.pop(self.rng.randrange(len(self.live)))
+            conn.execute(
+                f"UPDATE {self.table} SET id = %s, version = 1 WHERE id = %s",
+                (self._new_id(), victim),
+            )
+            self.deleted += 1
         else:
             victim = self.live.pop(self.rng.randrange(len(self.live)))
             conn.execute(f"DELETE FROM {self.table} WHERE id = %s", (victim,))
             self.deleted += 1
+        return 1
 
 
 @dataclass
