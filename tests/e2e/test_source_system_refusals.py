@@ -135,7 +135,7 @@ CASES: dict[str, tuple[Callable[[str], dict[str, Any]], dict[str, Any], list[str
             "config": {"topics": ["orders"], "bootstrapServers": "127.0.0.1:1"},
         },
         {},
-        ["spec.connector.config.bootstrapServers: the source cluster did not answer"],
+        ["spec.connector.config.bootstrapServers: the source cluster at '127.0.0.1:1' did not"],
     ),
 }
 
