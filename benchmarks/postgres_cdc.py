@@ -101,7 +101,7 @@ def drop(dsn: str, table: str, slots: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--dsn", default="postgresql://onceflow@127.0.0.1:55432/postgres")
+    parser.add_argument("--dsn", default="postgresql://onceflow@127.0.0.1:15432/postgres")
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2, help="interleaved runs of each")
     args = parser.parse_args()

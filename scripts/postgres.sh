@@ -4,7 +4,8 @@
 # refuses to run as root, so under root the server runs as the `postgres` user.
 source "$(dirname "$0")/lib.sh"
 stdout_is_value
-PG_PORT="${PG_PORT:-55432}"
+# Below the kernel's ephemeral range (32768-60999): a client socket once took 55432 first.
+PG_PORT="${PG_PORT:-15432}"
 DIR="$ONCEFLOW_STATE/postgres"
 DATA="$DIR/data"
 

@@ -239,7 +239,9 @@ def test_an_unreachable_source_cluster_fails_the_task_naming_the_setting(
     )
     task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
     assert task.wait(120) != 0
-    assert "config.bootstrapServers '127.0.0.1:1'" in task.log_path.read_text()
+    assert (
+        "config.bootstrapServers: the source cluster at '127.0.0.1:1'" in task.log_path.read_text()
+    )
 
 
 def test_the_mirror_example_runs_with_onceflow_run(kafka_bootstrap: str, tmp_path: Path) -> None:

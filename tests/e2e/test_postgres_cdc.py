@@ -224,7 +224,7 @@ def test_the_cdc_example_runs_with_onceflow_run(
             text.replace("shop_orders", table)
             .replace("cdc_demo_orders", slot)
             .replace("cdc-demo", name)
-            .replace("postgresql://onceflow@127.0.0.1:55432/postgres", postgres_dsn)
+            .replace("postgresql://onceflow@127.0.0.1:15432/postgres", postgres_dsn)
             .replace("127.0.0.1:9092", kafka_bootstrap)
         )
 
