@@ -36,7 +36,7 @@ def _table(dsn: str) -> str:
     return table
 
 
-def _source(bootstrap: str, dsn: str, table: str) -> DesiredTasks:
+def _source(bootstrap: str, dsn: str, table: str, column: str = "id") -> DesiredTasks:
     return plan(
         bootstrap,
         connector="postgres",
@@ -45,7 +45,7 @@ def _source(bootstrap: str, dsn: str, table: str) -> DesiredTasks:
             "mode": "incrementing",
             "url": dsn,
             "tables": [table],
-            "incrementingColumn": "id",
+            "incrementingColumn": column,
             "pollIntervalMs": 50,
             "batchSize": 200,
         },
@@ -95,18 +95,7 @@ def test_rows_with_a_null_ordering_column_do_not_stop_the_others(
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, seq bigint)")
         conn.execute(f"INSERT INTO {table} VALUES (1, 1), (2, NULL), (3, 2)")
-    desired = plan(
-        kafka_bootstrap,
-        connector="postgres",
-        tasks_max=1,
-        config={
-            "mode": "incrementing",
-            "url": postgres_dsn,
-            "tables": [table],
-            "incrementingColumn": "seq",
-            "pollIntervalMs": 50,
-        },
-    )
+    desired = _source(kafka_bootstrap, postgres_dsn, table, column="seq")
     task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
     try:
         wait_for(lambda: len(_delivered(kafka_bootstrap, desired)) >= 2, 60, "the rows")
