@@ -326,7 +326,9 @@ def _fault_on_the_driver(run: Run) -> None:
     run.wait("the new driver's first batch", lambda: run.committed(run.sink_topic) > before)
     for _ in range(5):
         before = run.committed(run.sink_topic)
-        deadline = time.monotonic() + 10
+        # A driver restarted after a kill (in CrashLoopBackOff after two) needs its JVM,
+        # session and first plan before a batch is in flight: 10 s was not always enough.
+        deadline = time.monotonic() + 90
         while not batch_in_flight(run.checkpoint) and time.monotonic() < deadline:
             time.sleep(0.01)
         run.node.kill_container(driver)
