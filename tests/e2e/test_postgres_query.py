@@ -74,18 +74,22 @@ def test_a_smaller_id_committing_after_a_larger_one_is_not_skipped(
     desired = _source(kafka_bootstrap, postgres_dsn, table)
     task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
     try:
+        with psycopg.connect(postgres_dsn, autocommit=True) as first:
+            first.execute(f"INSERT INTO {table} (writer) VALUES (0)")  # id 1
+        # The task is polling: the window below cannot pass for want of a task.
+        wait_for(lambda: _delivered(kafka_bootstrap, desired) == [1], 60, "the first row")
         with psycopg.connect(postgres_dsn) as slow, psycopg.connect(postgres_dsn) as fast:
-            slow.execute(f"INSERT INTO {table} (writer) VALUES (1)")  # id 1, not committed
-            fast.execute(f"INSERT INTO {table} (writer) VALUES (2)")  # id 2
+            slow.execute(f"INSERT INTO {table} (writer) VALUES (1)")  # id 2, not committed
+            fast.execute(f"INSERT INTO {table} (writer) VALUES (2)")  # id 3
             fast.commit()
-            # Long enough for many polls to see id 2 while id 1 is still invisible.
+            # A window, not a wait: many polls see id 3 while id 2 is invisible.
             time.sleep(2)
-            assert _delivered(kafka_bootstrap, desired) == [], "id 2 went out ahead of id 1"
+            assert _delivered(kafka_bootstrap, desired) == [1], "id 3 went out ahead of id 2"
             slow.commit()
-        wait_for(lambda: len(_delivered(kafka_bootstrap, desired)) >= 2, 60, "both rows")
+        wait_for(lambda: len(_delivered(kafka_bootstrap, desired)) >= 3, 60, "every row")
     finally:
         task.terminate()
-    assert _delivered(kafka_bootstrap, desired) == [1, 2]
+    assert _delivered(kafka_bootstrap, desired) == [1, 2, 3]
 
 
 def test_rows_with_a_null_ordering_column_do_not_stop_the_others(
