@@ -71,7 +71,7 @@ def throughput(
     spark: object, bootstrap: str, source: str, records: int, delivery: str, batch: int
 ) -> float:
     settings = _settings(
-        bootstrap, source, delivery, 4, availableNow=True, maxOffsetsPerTrigger=batch
+        bootstrap, source, delivery, 4, trigger={"availableNow": True}, maxOffsetsPerTrigger=batch
     )
     started = time.perf_counter()
     query = start_query(spark, settings)

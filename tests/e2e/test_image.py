@@ -64,7 +64,7 @@ def _copy_settings(bootstrap: str, source: str, out: str, checkpoint: str) -> di
         "transform": {"sql": "SELECT key, value FROM input"},
         "sink": {"kafka": {"topic": out, "partitions": 2}},
         "checkpointLocation": checkpoint,
-        "availableNow": True,
+        "trigger": {"availableNow": True},
     }
 
 

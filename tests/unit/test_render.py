@@ -44,7 +44,7 @@ def test_spark_job_renders_a_spark_application_reading_committed() -> None:
     assert conf["spark.speculation"] == "false"
     assert app["spec"]["restartPolicy"]["type"] == "Always"
     assert app["spec"]["executor"]["instances"] == 2
-    (config,) = [o for o in objects if o["metadata"]["name"] == "orders-copy-job"]
+    (config,) = [o for o in objects if o["metadata"]["name"] == "orders-per-window-job"]
     settings = json.loads(config["data"]["job.json"])
     assert settings["topics"] == ["orders.raw"], "sources resolve to their topics"
     assert settings["checkpointLocation"] == "/var/lib/onceflow/checkpoint"
@@ -67,7 +67,7 @@ def test_spark_submit_renders_a_job_whose_pod_is_the_driver() -> None:
     assert conf["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
     assert conf["spark.executor.instances"] == "2"
     claim = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"
-    assert conf[claim] == "orders-copy-checkpoint"
+    assert conf[claim] == "orders-per-window-checkpoint"
     assert {e["name"] for e in container["env"]} == {"POD_NAME", "POD_IP"}
     assert args[-2:] == ["--config", "/etc/onceflow/job.json"]
 
@@ -200,9 +200,11 @@ def test_the_pipelines_kafka_secret_reaches_the_spark_driver_and_executors() -> 
             document["spec"]["submitter"] = "spark-submit"
     (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
     (driver,) = job["spec"]["template"]["spec"]["containers"]
-    assert {"name": "secret-0", "mountPath": "/etc/onceflow-kafka", "readOnly": True} in (
-        driver["volumeMounts"]
-    )
+    mounts = {m["mountPath"]: m for m in driver["volumeMounts"]}
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    kafka_mount = mounts["/etc/onceflow-kafka"]
+    assert kafka_mount["readOnly"] is True
+    assert volumes[kafka_mount["name"]]["secret"]["secretName"] == "kafka-auth"
     assert "spark.kubernetes.executor.secrets.kafka-auth=/etc/onceflow-kafka" in driver["args"]
 
 

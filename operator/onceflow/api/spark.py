@@ -10,6 +10,7 @@ from typing import Literal, Self
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.columns import KAFKA_COLUMNS, is_event_time, schema_fields
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import CommonStatus
 
@@ -54,6 +55,14 @@ class KafkaInput(ApiModel):
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a job without a checkpoint starts."
     )
+    value_schema: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=16384,
+        description="The values are JSON of this schema (Spark DDL, e.g. `id STRING, ts "
+        "TIMESTAMP, amount DOUBLE`): its fields become columns of view `input` next to "
+        "Kafka's own. A value that does not parse gives nulls, as from_json does.",
+    )
     max_offsets_per_trigger: int | None = Field(
         default=DEFAULT_MAX_OFFSETS_PER_TRIGGER,
         ge=1,
@@ -68,11 +77,38 @@ class KafkaInput(ApiModel):
         _exactly_one("input", topics=self.topics, sources=self.sources)
         return self
 
+    @model_validator(mode="after")
+    def _schema_adds_columns(self) -> Self:
+        self.columns()  # raises, naming the field, on a schema it cannot read
+        return self
+
+    def columns(self) -> dict[str, str]:
+        """The columns of view ``input`` with their types (lower case): Kafka's, then
+        the value schema's fields."""
+        if self.value_schema is None:
+            return dict(KAFKA_COLUMNS)
+        try:
+            fields = schema_fields(self.value_schema)
+        except ValueError as error:
+            raise ValueError(f"input.valueSchema: {error}") from None
+        if clash := sorted(set(fields) & set(KAFKA_COLUMNS)):
+            raise ValueError(
+                f"input.valueSchema: field(s) {', '.join(clash)} would hide Kafka's own "
+                "column(s) of the same name; rename them in the schema"
+            )
+        return {**KAFKA_COLUMNS, **fields}
+
+
+CONFIG_MAP_NEEDS_MODULE = "configMap holds Python files: name the one to run in module"
+
 
 class Transform(ApiModel):
     """What the job computes: SQL over the view ``input``, or a Python function."""
 
-    model_config = _one_of_rule("sql", "module")
+    model_config = _rules(
+        _one_of("sql", "module"),
+        {"rule": "!has(self.configMap) || has(self.module)", "message": CONFIG_MAP_NEEDS_MODULE},
+    )
 
     sql: str | None = Field(default=None, min_length=1, description="SQL over view `input`.")
     module: str | None = Field(
@@ -81,10 +117,20 @@ class Transform(ApiModel):
     function: str = Field(
         default="transform", description="Function (DataFrame) -> DataFrame in `module`."
     )
+    config_map: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="ConfigMap in the job's namespace whose keys are Python files "
+        "(`<module>.py`, helpers beside it): mounted on the driver, imported from there "
+        "and shipped to the executors, so `module` need not be in the image.",
+    )
 
     @model_validator(mode="after")
     def _one_transform(self) -> Self:
         _exactly_one("transform", sql=self.sql, module=self.module)
+        if self.config_map is not None and self.module is None:
+            raise ValueError(f"transform.configMap: {CONFIG_MAP_NEEDS_MODULE}")
         return self
 
 
@@ -172,17 +218,85 @@ class Checkpoint(ApiModel):
         return self
 
 
+DURATION = r"^[0-9]+(ms|s|m|h)$"
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+
+
+def spark_duration(short: str) -> str:
+    """Spark's spelling of a duration: '200ms' -> '200 milliseconds', '10m' -> '10
+    minutes'."""
+    unit = "ms" if short.endswith("ms") else short[-1]
+    return f"{short.removesuffix(unit)} {_UNITS[unit]}"
+
+
+DEFAULT_PROCESSING_TIME = "1s"
+
+
 class Trigger(ApiModel):
-    processing_time: str = Field(
-        default="1s", pattern=r"^[0-9]+(ms|s|m)$", description="Micro-batch interval."
+    """A micro-batch every ``processingTime``, or ``availableNow``: drain what the
+    input holds when the driver starts, in batches of ``maxOffsetsPerTrigger``, and
+    stop (the SparkJob then reports Completed)."""
+
+    model_config = _rules(
+        {
+            "rule": "!(has(self.availableNow) && self.availableNow && has(self.processingTime))",
+            "message": "set processingTime or availableNow, not both",
+        }
     )
+
+    processing_time: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+(ms|s|m)$",
+        description=f"Micro-batch interval (default {DEFAULT_PROCESSING_TIME}).",
+    )
+    available_now: bool = Field(
+        default=False, description="Process what is there, then stop (backfills, batch runs)."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Self:
+        if self.available_now and self.processing_time is not None:
+            raise ValueError("trigger: set processingTime or availableNow, not both")
+        return self
 
     @property
     def spark_interval(self) -> str:
-        """Spark's spelling: '200ms' -> '200 milliseconds', '1s' -> '1 seconds'."""
-        unit = "ms" if self.processing_time.endswith("ms") else self.processing_time[-1]
-        amount = self.processing_time.removesuffix(unit)
-        return f"{amount} {dict(ms='milliseconds', s='seconds', m='minutes')[unit]}"
+        return spark_duration(self.processing_time or DEFAULT_PROCESSING_TIME)
+
+
+class Watermark(ApiModel):
+    """Event time and how late a record may be: what bounds the state of aggregations
+    and of ``dedup`` (Spark drops state older than the watermark)."""
+
+    column: str = Field(
+        min_length=1,
+        description="Event-time column of view `input`: `timestamp` (Kafka's) or a "
+        "TIMESTAMP field of input.valueSchema.",
+    )
+    delay: str = Field(pattern=DURATION, description="Lateness tolerated, e.g. 30s, 10m, 2h.")
+
+    @property
+    def spark_delay(self) -> str:
+        return spark_duration(self.delay)
+
+
+class Dedup(ApiModel):
+    """Drop records whose id was already seen (Dataflow's record-id dedup, seed 002):
+    for inputs that are only at-least-once. Kept in the checkpoint's state store, so a
+    restarted driver still knows the ids; an id is forgotten once the watermark passes
+    its first event time plus the watermark's delay."""
+
+    columns: list[str] = Field(
+        min_length=1,
+        max_length=16,
+        description="Columns of view `input` that together identify a record.",
+    )
+
+
+class OutputMode(StrEnum):
+    APPEND = "append"
+    UPDATE = "update"
+    COMPLETE = "complete"
 
 
 class SecretKeySelector(ApiModel):
@@ -274,10 +388,10 @@ CPU_REQUEST_KEYS = (
 CPU_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$")
 
 
-def _cpu_requests_rule() -> ConfigDict:
+def _cpu_request_rules() -> list[JsonValue]:
     """The CEL twin of ``_cpu_requests_are_quantities``: a pod create that would fail
     with 422 on every retry is refused when the SparkJob is written instead."""
-    rules: list[JsonValue] = [
+    return [
         {
             "rule": f"!has(self.sparkConf) || !('{key}' in self.sparkConf) || "
             f"isQuantity(self.sparkConf['{key}'])",
@@ -285,13 +399,56 @@ def _cpu_requests_rule() -> ConfigDict:
         }
         for key in CPU_REQUEST_KEYS
     ]
-    return _rules(*rules)
+
+
+# The output modes a sink cannot honour exactly once, and why; the CEL rule of each.
+COMPLETE_TO_KAFKA = (
+    "spec.outputMode: complete writes the whole result table to spec.sink.kafka on every "
+    "batch, again and again; use update (each batch's changed rows)"
+)
+REPLACING_FILES = (
+    "spec.outputMode: spec.sink.files appends files and cannot replace rows: use append "
+    "(with a watermark for aggregations) or the postgres sink with a key"
+)
+UPDATE_WITHOUT_KEY = (
+    "spec.outputMode: without spec.sink.postgres.key every update of a row would be "
+    "appended as one more row; set key to the result's grouping columns"
+)
+OUTPUT_MODE_RULES: tuple[tuple[str, str], ...] = (
+    ("self.outputMode == 'complete' && has(self.sink.kafka)", COMPLETE_TO_KAFKA),
+    ("self.outputMode != 'append' && has(self.sink.files)", REPLACING_FILES),
+    (
+        "self.outputMode != 'append' && has(self.sink.postgres) && "
+        "(!has(self.sink.postgres.key) || size(self.sink.postgres.key) == 0)",
+        UPDATE_WITHOUT_KEY,
+    ),
+)
+
+
+def output_mode_refusal(mode: OutputMode, sink: Sink) -> str | None:
+    """Why ``sink`` cannot take ``mode`` exactly once (None when it can)."""
+    if mode is OutputMode.APPEND:
+        return None
+    if sink.files is not None:
+        return REPLACING_FILES
+    if sink.postgres is not None and not sink.postgres.key:
+        return UPDATE_WITHOUT_KEY
+    if sink.kafka is not None and mode is OutputMode.COMPLETE:
+        return COMPLETE_TO_KAFKA
+    return None
+
+
+def _spark_job_rules() -> ConfigDict:
+    mode_rules: list[JsonValue] = [
+        {"rule": f"!({rule})", "message": message} for rule, message in OUTPUT_MODE_RULES
+    ]
+    return _rules(*_cpu_request_rules(), *mode_rules)
 
 
 class SparkJobSpec(ApiModel):
     """Desired state of a streaming job."""
 
-    model_config = _cpu_requests_rule()
+    model_config = _spark_job_rules()
 
     pipeline: str = Field(min_length=1, description="Name of the Pipeline this job belongs to.")
     input: KafkaInput = Field(description="What the job reads.")
@@ -299,6 +456,18 @@ class SparkJobSpec(ApiModel):
     sink: Sink = Field(description="Where results go, exactly once.")
     checkpoint: Checkpoint = Field(description="Where the offset log and state live.")
     trigger: Trigger = Field(default_factory=Trigger, description="Micro-batch trigger.")
+    watermark: Watermark | None = Field(
+        default=None, description="Event time and allowed lateness of view `input`."
+    )
+    dedup: Dedup | None = Field(
+        default=None, description="Record-id deduplication of view `input` (needs watermark)."
+    )
+    output_mode: OutputMode = Field(
+        default=OutputMode.APPEND,
+        description="append: rows once final (aggregations need a watermark); update: "
+        "changed rows each batch (postgres sink with key, kafka as a changelog); "
+        "complete: the whole result each batch (postgres sink with key only).",
+    )
     submitter: Submitter = Field(
         default=Submitter.SPARK_OPERATOR,
         description="spark-operator renders a SparkApplication; spark-submit a Job.",
@@ -344,10 +513,69 @@ class SparkJobSpec(ApiModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _output_mode_fits_the_sink(self) -> Self:
+        refusal = output_mode_refusal(self.output_mode, self.sink)
+        if refusal:
+            raise ValueError(refusal)
+        return self
+
+    @model_validator(mode="after")
+    def _event_time_columns_exist(self) -> Self:
+        columns = self.input.columns()
+        named = ", ".join(columns)
+        if self.watermark is not None:
+            found = columns.get(self.watermark.column)
+            if found is None:
+                raise ValueError(
+                    f"spec.watermark.column: view `input` has no column "
+                    f"{self.watermark.column!r} (it has {named})"
+                )
+            if not is_event_time(found):
+                raise ValueError(
+                    f"spec.watermark.column: {self.watermark.column!r} is {found}, not a "
+                    "timestamp; use `timestamp` or a TIMESTAMP field of input.valueSchema"
+                )
+        if self.dedup is not None:
+            if self.watermark is None:
+                raise ValueError(
+                    "spec.dedup: needs spec.watermark, which bounds how long ids are kept"
+                )
+            unknown = [c for c in self.dedup.columns if c not in columns]
+            if unknown:
+                raise ValueError(
+                    f"spec.dedup.columns: view `input` has no column(s) "
+                    f"{', '.join(map(repr, unknown))} (it has {named}); add them to "
+                    "input.valueSchema"
+                )
+        return self
+
     @property
     def env_manifest(self) -> list[dict[str, JsonValue]]:
         """``env`` as the containers' ``env`` list."""
         return [variable.manifest() for variable in self.env]
+
+
+class QueryProgress(ApiModel):
+    """The last micro-batch the driver finished, as Spark's query progress reports it."""
+
+    batch_id: int = Field(description="Micro-batch id.")
+    timestamp: str = Field(description="When the batch started (UTC).")
+    input_rows: int = Field(description="Records the batch read.")
+    input_rows_per_second: float | None = Field(
+        default=None, description="Records/s arriving since the previous batch."
+    )
+    processed_rows_per_second: float | None = Field(
+        default=None, description="Records/s the batch processed."
+    )
+    batch_duration_ms: int = Field(description="Wall time of the whole batch.")
+    sink_commit_ms: int | None = Field(
+        default=None, description="Time in the sink (addBatch: the sink's transactions)."
+    )
+    state_rows: int | None = Field(
+        default=None, description="Rows in state stores (dedup ids, aggregation groups)."
+    )
+    watermark: str | None = Field(default=None, description="Event-time watermark (UTC).")
 
 
 class SparkJobStatus(CommonStatus):
@@ -365,6 +593,9 @@ class SparkJobStatus(CommonStatus):
     )
     previous_sink_transactional_id_prefix: str | None = Field(
         default=None, description="The sink's prefix before its last rename."
+    )
+    progress: QueryProgress | None = Field(
+        default=None, description="The driver's last finished micro-batch."
     )
 
 
@@ -404,15 +635,23 @@ class SparkJobSettings(ApiModel):
     topics: list[str] = Field(min_length=1, description="Resolved input topics.")
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    value_schema: str | None = Field(default=None, description="input.valueSchema.")
+    watermark: Watermark | None = None
+    dedup: Dedup | None = None
     transform: Transform
+    transform_dir: str | None = Field(
+        default=None,
+        description="Directory holding transform.configMap's files (its mount).",
+    )
+    output_mode: OutputMode = OutputMode.APPEND
     sink: Sink
     checkpoint_location: str = Field(description="Checkpoint directory or URI.")
     postgres_dsn_file: str | None = Field(
         default=None, description="File holding the sink's libpq DSN (a mounted Secret key)."
     )
     trigger: Trigger = Field(default_factory=Trigger)
-    available_now: bool = Field(
-        default=False, description="Process what is there, then stop (tests, backfills)."
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Port of the driver's /metrics; 0: none."
     )
     chaos_fail_sink_once: str | None = Field(
         default=None,

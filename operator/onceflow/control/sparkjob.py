@@ -28,6 +28,7 @@ from onceflow.control.workloads import (
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
+from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job
 from onceflow.logic.sink_handover import (
     KeepSink,
@@ -150,16 +151,22 @@ class SparkJobReconciler:
             self.kube.event(obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
         state = submission.state(application)
         running = state == "RUNNING"
+        # An availableNow run that drained its input and stopped ran in this mode too.
+        completed = state == "COMPLETED"
+        pods = self.kube.list_pods(job.metadata.namespace, f"{LABEL_SPARKJOB}={name}")
         status = status.model_copy(
             update={
                 "application_state": state,
-                "observed_mode": mode if running else status.observed_mode,
+                "observed_mode": mode if running or completed else status.observed_mode,
+                "progress": driver_progress(pods) or status.progress,
             }
         )
         failed = state in ("FAILED", "SUBMISSION_FAILED")
         message = f"{kind} {state or 'submitted'} (mode {mode})"
-        reason = "Running" if running else ("ApplicationFailed" if failed else "Starting")
-        self._write(obj, status, running, reason, message, degraded=failed)
+        reason = {"RUNNING": "Running", "COMPLETED": "Completed"}.get(
+            state or "", "ApplicationFailed" if failed else "Starting"
+        )
+        self._write(obj, status, running or completed, reason, message, degraded=failed)
 
     def _wait_until_previous_pods_are_gone(
         self, obj: Obj, job: SparkJob, status: SparkJobStatus

@@ -31,6 +31,8 @@ DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 # A full local queue only needs the background thread to send; 0.1 s keeps latency low.
 QUEUE_FULL_WAIT_S = 0.1
+# A sink's record: key, value and headers (None: none), as the producer takes them.
+Record = tuple[bytes | None, bytes | None, list[tuple[str, str | bytes | None]] | None]
 
 
 JAVA_PARTITIONER = "murmur2_random"
@@ -249,18 +251,16 @@ class TransactionalWriter(_ProducingWriter):
             ),
         )
 
-    def send_rows(
-        self, topic: str, partition: int, rows: Iterable[tuple[bytes | None, bytes | None]]
-    ) -> int:
+    def send_rows(self, topic: str, partition: int, rows: Iterable[Record]) -> int:
         """Bulk path for sinks: one state check, then a tight produce loop (the per-record
         checks of ``send`` cost more than librdkafka's own produce). Returns the count."""
         self._require(TxnState.IN_TRANSACTION)
         produce, sent = self.producer.produce, 0
         try:
-            for key, value in rows:
+            for key, value, headers in rows:
                 while True:
                     try:
-                        produce(topic, value, key, partition=partition)
+                        produce(topic, value, key, partition=partition, headers=headers)
                         break
                     except BufferError:
                         self.producer.poll(QUEUE_FULL_WAIT_S)

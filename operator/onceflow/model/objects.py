@@ -26,6 +26,7 @@ KAFKA_SECRET_MOUNT = "/etc/onceflow-kafka"
 CONNECTOR_SECRET_MOUNT = "/etc/onceflow-connector"
 TASK_SERVICE_ACCOUNT = "onceflow-task"
 METRICS_PORT = 9404
+METRICS_CONTAINER_PORT = {"name": "metrics", "containerPort": METRICS_PORT}
 # Tasks finish their open transaction on SIGTERM; 30 s covers a commit retried
 # against a slow broker. Past it the operator fences, so nothing is lost by waiting less.
 TASK_GRACE_SECONDS = 30
@@ -201,7 +202,7 @@ def task_pod(
                     # Arguments to the image's entry point (tini, then `onceflow`), so
                     # signals reach the task through an init process.
                     "args": ["task", "--config", f"{CONFIG_MOUNT}/task-{settings.task_id}.json"],
-                    "ports": [{"name": "metrics", "containerPort": METRICS_PORT}],
+                    "ports": [METRICS_CONTAINER_PORT],
                     "resources": with_defaults(resources, TASK_DEFAULT_RESOURCES),
                     "securityContext": CONTAINER_SECURITY_CONTEXT,
                     # The task writes why it failed there; a crash leaves its last logs.

@@ -15,6 +15,8 @@ from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
     LABEL_SPARKJOB,
+    METRICS_CONTAINER_PORT,
+    METRICS_PORT,
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
     owner_references,
@@ -23,6 +25,8 @@ from onceflow.model.objects import (
 JOB_CONFIG_MOUNT = "/etc/onceflow"
 CHECKPOINT_MOUNT = "/var/lib/onceflow/checkpoint"
 SINK_SECRET_MOUNT = "/etc/onceflow-sink"
+# transform.configMap's files, on the driver only: it ships them to the executors.
+TRANSFORM_MOUNT = "/opt/onceflow/transform"
 SPARK_MAIN = "local:///opt/onceflow/spark-main.py"
 SPARK_SERVICE_ACCOUNT = "onceflow-spark"
 ISOLATION_CONF = "spark.onceflow.kafka.isolation.level"
@@ -99,6 +103,27 @@ def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
     return {**job.spec.spark_conf, **conf}
 
 
+def restart_policy(available_now: bool) -> Manifest:
+    if available_now:
+        return {
+            "type": "OnFailure",
+            "onFailureRetries": 2**31 - 1,
+            "onFailureRetryInterval": 10,
+            "onSubmissionFailureRetries": 2**31 - 1,
+            "onSubmissionFailureRetryInterval": 20,
+        }
+    return {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20}
+
+
+def driver_config_maps(job: SparkJob) -> list[Manifest]:
+    """The job's settings, and transform.configMap's files where the driver imports
+    them."""
+    maps = [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}]
+    if job.spec.transform.config_map:
+        maps.append({"name": job.spec.transform.config_map, "path": TRANSFORM_MOUNT})
+    return maps
+
+
 def spark_application(
     job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
 ) -> Manifest:
@@ -146,12 +171,9 @@ def spark_application(
             "arguments": ["--config", f"{JOB_CONFIG_MOUNT}/job.json"],
             "sparkVersion": spark_version,
             "sparkConf": spark_conf(job, settings),
-            # The checkpoint makes every restart resume the same batch: restart always.
-            "restartPolicy": {
-                "type": "Always",
-                "onFailureRetryInterval": 10,
-                "onSubmissionFailureRetryInterval": 20,
-            },
+            # The checkpoint makes every restart resume the same batch: restart always,
+            # except a drained availableNow run, which is done.
+            "restartPolicy": restart_policy(spec.trigger.available_now),
             "volumes": volumes,
             # Executors get the job's env from their pod template only (see
             # executor_pod_template): set twice, a pod would list each name twice. The
@@ -159,6 +181,8 @@ def spark_application(
             # operator's mutating webhook, which must be enabled.
             "driver": {
                 **copy.deepcopy(pod_common),
+                "configMaps": driver_config_maps(job),
+                "ports": [{**METRICS_CONTAINER_PORT, "protocol": "TCP"}],
                 "cores": spec.driver.cores,
                 "memory": spec.driver.memory,
                 **({"env": spec.env_manifest} if spec.env else {}),
@@ -210,7 +234,13 @@ def job_settings(
         topics=topics,
         starting_offsets=spec.input.starting_offsets,
         max_offsets_per_trigger=spec.input.max_offsets_per_trigger,
+        value_schema=spec.input.value_schema,
+        watermark=spec.watermark,
+        dedup=spec.dedup,
         transform=spec.transform,
+        transform_dir=TRANSFORM_MOUNT if spec.transform.config_map else None,
+        output_mode=spec.output_mode,
+        metrics_port=METRICS_PORT,
         sink=spec.sink,
         checkpoint_location=spec.checkpoint.path or CHECKPOINT_MOUNT,
         trigger=spec.trigger,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob, SparkJobSettings
 from onceflow.model.objects import (
     LABEL_SPARKJOB,
+    METRICS_CONTAINER_PORT,
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
     owner_references,
@@ -25,6 +26,7 @@ from onceflow.model.spark_app import (
     EXECUTOR_TEMPLATE,
     JOB_CONFIG_MOUNT,
     SPARK_SERVICE_ACCOUNT,
+    TRANSFORM_MOUNT,
     Manifest,
     job_configmap_name,
     mounted_secrets,
@@ -132,6 +134,9 @@ def submit_job(
         {"name": "job", "configMap": {"name": job_configmap_name(name)}},
     ]
     mounts: list[Manifest] = [{"name": "job", "mountPath": JOB_CONFIG_MOUNT, "readOnly": True}]
+    if spec.transform.config_map:
+        volumes.append({"name": "transform", "configMap": {"name": spec.transform.config_map}})
+        mounts.append({"name": "transform", "mountPath": TRANSFORM_MOUNT, "readOnly": True})
     if spec.checkpoint.pvc:
         volumes.append(
             {"name": "checkpoint", "persistentVolumeClaim": {"claimName": spec.checkpoint.pvc}}
@@ -174,6 +179,7 @@ def submit_job(
                                 spec.driver.memory,
                             ),
                             "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
+                            "ports": [METRICS_CONTAINER_PORT],
                             "volumeMounts": mounts,
                         }
                     ],

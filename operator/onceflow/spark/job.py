@@ -8,7 +8,6 @@ the same ranges (seed 001) and the sink sees the same rows again (seed 002).
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,12 +19,16 @@ from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
 from onceflow.model.spark_app import ISOLATION_CONF
+from onceflow.spark.input_view import input_view
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
+    check_kafka_columns,
     sink_target,
     with_output_partition,
 )
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
+from onceflow.spark.progress import report_progress
+from onceflow.spark.transform_code import transform_function
 
 INPUT_VIEW = "input"
 # What a SIGKILLed process reports; the drill's exit looks like one to supervisors.
@@ -66,19 +69,13 @@ def read_input(spark: Any, settings: SparkJobSettings) -> Any:
             spark.conf.get(ISOLATION_CONF, settings.isolation_level),
         )
         .option("failOnDataLoss", "true")
+        .option("includeHeaders", "true")
     )
     for key, value in java_kafka_options(settings).items():
         reader = reader.option(key, value)
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
-    return reader.load().selectExpr(
-        "CAST(key AS STRING) AS key",
-        "CAST(value AS STRING) AS value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-    )
+    return input_view(reader.load(), settings)
 
 
 def apply_transform(spark: Any, frame: Any, settings: SparkJobSettings) -> Any:
@@ -86,17 +83,17 @@ def apply_transform(spark: Any, frame: Any, settings: SparkJobSettings) -> Any:
     if transform.sql is not None:
         frame.createOrReplaceTempView(INPUT_VIEW)
         return spark.sql(transform.sql)
-    assert transform.module is not None
-    function = getattr(importlib.import_module(transform.module), transform.function)
-    return function(frame)
+    return transform_function(spark, transform, settings.transform_dir)(frame)
 
 
 def stream_writer(frame: Any, settings: SparkJobSettings) -> Any:
     """The query's name, checkpoint and trigger: the same whichever sink follows."""
-    writer = frame.writeStream.queryName(settings.job).option(
-        "checkpointLocation", settings.checkpoint_location
+    writer = (
+        frame.writeStream.queryName(settings.job)
+        .option("checkpointLocation", settings.checkpoint_location)
+        .outputMode(settings.output_mode.value)
     )
-    if settings.available_now:
+    if settings.trigger.available_now:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=settings.trigger.spark_interval)
 
@@ -105,6 +102,8 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     """Starts the query; the caller waits on it."""
     output = apply_transform(spark, read_input(spark, settings), settings)
     sink = settings.sink
+    if sink.kafka is not None:
+        check_kafka_columns(output.columns)
     writer = stream_writer(output, settings)
     # The transactional sink is the `enabled` step's switch (DESIGN 3.3): before it, the
     # job writes through Spark's own sink, as every producer of the pipeline does.
@@ -181,6 +180,7 @@ def run_job(settings: SparkJobSettings) -> int:
     mounted = mounted_secret(settings.kafka_config_dir)
     settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
+    report_progress(spark, settings.job, settings.metrics_port)
     query = start_query(spark, settings)
     query.awaitTermination()
     return 0

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
-from onceflow.eos.writer import TransactionalWriter
+from onceflow.eos.writer import Record, TransactionalWriter
 from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
 from onceflow.model.spark_names import (
     sink_marker_topic,
@@ -159,7 +159,7 @@ def write_partition(
     target: SinkTarget,
     batch_id: int,
     partition: int,
-    rows: Iterable[tuple[bytes | None, bytes | None]],
+    rows: Iterable[Record],
 ) -> int:
     """Writes one output partition of one batch exactly once; returns rows written."""
     writer = TransactionalWriter(
@@ -196,12 +196,8 @@ class InjectedSinkFailureError(RuntimeError):
 
 
 def _failing_after(
-    rows: Iterable[tuple[bytes | None, bytes | None]],
-    count: int,
-    flag: str,
-    partition: int,
-    batch_id: int,
-) -> Iterator[tuple[bytes | None, bytes | None]]:
+    rows: Iterable[Record], count: int, flag: str, partition: int, batch_id: int
+) -> Iterator[Record]:
     """The rows, failing (once per flag file) after ``count`` were handed out."""
     for handed, row in enumerate(rows, start=1):
         yield row
@@ -229,9 +225,46 @@ def _spread(sql: Any) -> Any:
     return sql.coalesce(sql.col("key"), sql.col("value"))
 
 
+# What a Kafka record holds: any other output column would be silently dropped.
+KAFKA_RECORD_COLUMNS = ("key", "value", "headers")
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+
+class OutputColumnsError(ValueError):
+    """The transform's output does not fit a Kafka record."""
+
+
+def check_kafka_columns(columns: list[str]) -> None:
+    """Refuses, at the driver's start, output a Kafka sink would silently drop."""
+    dropped = [c for c in columns if c not in KAFKA_RECORD_COLUMNS]
+    if dropped or "value" not in columns:
+        problem = (
+            f"has column(s) {', '.join(map(repr, dropped))} that spec.sink.kafka would drop"
+            if dropped
+            else "has no column 'value'"
+        )
+        raise OutputColumnsError(
+            f"spec.transform: the output {problem}; a Kafka sink writes key, value and "
+            "headers only (fold other columns into the value, e.g. "
+            "to_json(struct(*)) AS value)"
+        )
+
+
+def _as_bytes(frame: Any, column: str) -> Any:
+    """Bytes as they are; other types as their string form, UTF-8 encoded."""
+    from pyspark.sql import functions as sql
+    from pyspark.sql.types import BinaryType
+
+    if column not in frame.columns:
+        return sql.lit(None).cast("binary").alias(column)
+    if isinstance(frame.schema[column].dataType, BinaryType):
+        return sql.col(column)
+    return sql.col(column).cast("string").cast("binary").alias(column)
+
+
 def with_output_partition(frame: Any, partitions: int) -> Any:
-    """Key, value (as bytes, as Spark's own Kafka sink takes them; other column types
-    are written as their string form) and the output partition.
+    """Key, value (as bytes, as Spark's own Kafka sink takes them), headers and the
+    output partition.
 
     The partition is ``pmod(hash(key), partitions)``: Spark's Murmur3, the very hash
     ``repartition(partitions, key)`` shuffles by, so a shuffle puts each output
@@ -240,13 +273,21 @@ def with_output_partition(frame: Any, partitions: int) -> Any:
     pipeline's output keeps its partitioning when it switches sinks at ``enabled``."""
     from pyspark.sql import functions as sql
 
-    def as_bytes(column: str) -> Any:
-        return sql.col(column).cast("string").cast("binary").alias(column)
-
-    key = as_bytes("key") if "key" in frame.columns else sql.lit(None).cast("binary").alias("key")
-    return frame.select(key, as_bytes("value")).withColumn(
+    headers = (
+        sql.col("headers").cast(HEADERS_TYPE)
+        if "headers" in frame.columns
+        else sql.array().cast(HEADERS_TYPE).alias("headers")
+    )
+    return frame.select(_as_bytes(frame, "key"), _as_bytes(frame, "value"), headers).withColumn(
         PARTITION_COLUMN, sql.pmod(sql.hash(_spread(sql)), sql.lit(partitions)).cast("int")
     )
+
+
+def _record_headers(
+    headers: list[dict[str, Any]] | None,
+) -> list[tuple[str, str | bytes | None]] | None:
+    """Arrow's header structs as the producer takes them (None: no headers)."""
+    return [(h["key"], h["value"]) for h in headers] if headers else None
 
 
 def write_sorted_partitions(
@@ -265,11 +306,13 @@ def write_sorted_partitions(
                 batch.column(PARTITION_COLUMN).to_pylist(),
                 batch.column("key").to_pylist(),
                 batch.column("value").to_pylist(),
+                batch.column("headers").to_pylist(),
                 strict=True,
             )
         )
         for partition, group in itertools.groupby(rows, key=lambda row: row[0]):
-            written = write_partition(target, batch_id, partition, ((k, v) for _, k, v in group))
+            records = ((k, v, _record_headers(h)) for _, k, v, h in group)
+            written = write_partition(target, batch_id, partition, records)
             yield pa.RecordBatch.from_arrays(
                 [pa.array([partition], pa.int32()), pa.array([written], pa.int64())],
                 names=[PARTITION_COLUMN, "written"],
