@@ -255,6 +255,12 @@ def _active_operator(run: Run) -> str:
     return pod
 
 
+def _progress(run: Run) -> dict[str, Any]:
+    (job,) = run.node.get("sparkjobs", run.namespace)
+    progress: dict[str, Any] = (job.get("status") or {}).get("progress") or {}
+    return progress
+
+
 def _source_status(run: Run) -> dict[str, Any]:
     status: dict[str, Any] = run.node.get("kafkasources", run.namespace)[0].get("status") or {}
     return status
@@ -377,6 +383,10 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
     print(f"faults: {run.faults}; whole run {time.monotonic() - started:.0f} s")
     _audit(run, run.source_topic)
     _audit(run, run.sink_topic)
+    # The driver annotates its pod after batches; the operator copies that to status.
+    run.wait("the driver's query progress in the SparkJob's status", lambda: bool(_progress(run)))
+    print(f"SparkJob status.progress: {_progress(run)}")
+    assert _progress(run)["batchId"] > 0
     # Pod Security "restricted" is enforced there: every pod that ran was admitted by it.
     for selector in (TASKS, DRIVER, EXECUTOR):
         pods = run.node.get("pods", run.namespace, selector)

@@ -139,7 +139,7 @@ def _source(**spec: Any) -> dict[str, Any]:
     }
 
 
-def _job(delivery: str) -> dict[str, Any]:
+def _job(delivery: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "onceflow.io/v1alpha1",
         "kind": "SparkJob",
@@ -150,6 +150,7 @@ def _job(delivery: str) -> dict[str, Any]:
             "transform": {"sql": "SELECT * FROM input"},
             "sink": {"kafka": {"topic": "out", "partitions": 2, "delivery": delivery}},
             "checkpoint": {"path": "/tmp/agg"},
+            **spec,
         },
     }
 
@@ -187,6 +188,15 @@ def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedPr
             "spec.exactlyOnceSupport: required, but connector",
         ),
         (_job("atLeastOnce"), "spec.sink.kafka.delivery: atLeastOnce"),
+        (
+            _job(
+                "exactlyOnce",
+                input={"topics": ["t"], "valueSchema": "id STRING, ts TIMESTAMP"},
+                watermark={"column": "ts", "delay": "1m"},
+                dedup={"columns": ["order_id"]},
+            ),
+            "spec.dedup.columns: view `input` has no column(s) 'order_id'",
+        ),
     ],
 )
 def test_webhook_rejects_with_the_field_and_the_fix(

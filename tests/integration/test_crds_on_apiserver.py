@@ -150,6 +150,24 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(JOB, "spec.env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
             'spec.env[1]: Duplicate value: {"name":"A"}',
         ),
+        (_with(JOB, "spec.outputMode", "complete"), "complete writes the whole result table"),
+        (_with(JOB, "spec.outputMode", "sometimes"), "spec.outputMode"),
+        (
+            _with(
+                _with(JOB, "spec.sink", {"postgres": {"table": "t", "secretRef": {"name": "d"}}}),
+                "spec.outputMode",
+                "update",
+            ),
+            "without spec.sink.postgres.key",
+        ),
+        (
+            _with(JOB, "spec.trigger", {"availableNow": True, "processingTime": "1s"}),
+            "set processingTime or availableNow, not both",
+        ),
+        (
+            _with(JOB, "spec.transform", {"sql": "SELECT 1", "configMap": "code"}),
+            "configMap holds Python files",
+        ),
     ],
 )
 def test_invalid_resources_are_rejected_naming_the_field(

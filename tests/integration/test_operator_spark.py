@@ -360,3 +360,75 @@ def test_a_replaced_driver_counts_as_gone_only_when_its_pods_are(
         30,
         "the application for preparing, once the old driver is gone",
     )
+
+
+def test_an_available_now_job_with_configmap_code_completes_and_shows_its_progress(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """The transform's ConfigMap is missing: the job is Degraded naming it and nothing
+    is submitted; once it exists the driver mounts it. A drained availableNow run is
+    Ready as Completed, and the progress its driver pod announces reaches the status."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "disabled")
+    job = _job(2)
+    job["spec"]["transform"] = {"module": "shape", "configMap": "shape-code"}
+    job["spec"]["trigger"] = {"availableNow": True}
+    cluster.create("sparkjobs", job)
+    wait_for(
+        lambda: (
+            cluster.condition("sparkjobs", "agg", "Degraded").get("reason")
+            == "TransformCodeNotFound"
+        ),
+        30,
+        "the job Degraded for its missing ConfigMap",
+    )
+    assert (
+        "no ConfigMap 'shape-code'" in cluster.condition("sparkjobs", "agg", "Degraded")["message"]
+    )
+    assert _application(cluster) is None
+
+    cluster.core.create_namespaced_config_map(
+        cluster.namespace,
+        {"metadata": {"name": "shape-code"}, "data": {"shape.py": "def transform(f): return f"}},
+    )
+    wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
+    app = _application(cluster)
+    assert app is not None
+    assert app["spec"]["restartPolicy"]["type"] == "OnFailure"
+    assert {"name": "shape-code", "path": "/opt/onceflow/transform"} in app["spec"]["driver"][
+        "configMaps"
+    ]
+    cluster.custom.patch_namespaced_custom_object_status(
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        cluster.namespace,
+        "sparkapplications",
+        "agg",
+        {"status": {"applicationState": {"state": "COMPLETED"}, "driverInfo": {}}},
+    )
+    wait_for(
+        lambda: cluster.condition("sparkjobs", "agg", "Ready").get("reason") == "Completed",
+        30,
+        "the drained job Ready as Completed",
+    )
+    assert cluster.status("sparkjobs", "agg")["observedMode"] == "disabled"
+
+    progress = {"batchId": 7, "timestamp": "2026-11-24T00:00:00.000Z", "inputRows": 12}
+    progress |= {"batchDurationMs": 40, "stateRows": 3}
+    cluster.core.create_namespaced_pod(
+        cluster.namespace,
+        {
+            "metadata": {
+                "name": "agg-driver",
+                "labels": {"onceflow.io/sparkjob": "agg", "spark-role": "driver"},
+                "annotations": {"onceflow.io/query-progress": json.dumps(progress)},
+            },
+            # Bound elsewhere: the local kubelet leaves it alone.
+            "spec": {"nodeName": "elsewhere", "containers": [{"name": "d", "image": "x"}]},
+        },
+    )
+    wait_for(
+        lambda: cluster.status("sparkjobs", "agg").get("progress") == progress,
+        30,
+        "the driver's progress in the status",
+    )

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from onceflow.api import parse_resources
 from onceflow.api.columns import schema_fields
-from onceflow.api.spark import SparkJobSpec
+from onceflow.api.spark import SparkJob, SparkJobSpec
 from onceflow.logic.query_progress import PROGRESS_ANNOTATION, driver_progress, query_progress
+from onceflow.logic.resolve import transform_code_problem
 from onceflow.render import render_resources
 from tests.support.testbed import ROOT
 
@@ -205,3 +206,21 @@ def test_the_newest_driver_pods_progress_is_the_jobs() -> None:
     broken = pod("2026-11-24T05:00:00Z", "driver", 1)
     broken["metadata"]["annotations"][PROGRESS_ANNOTATION] = "{"
     assert driver_progress([broken]) is None
+
+
+def test_a_transform_config_map_must_exist_and_hold_the_module() -> None:
+    job = SparkJob.model_validate(
+        {
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {
+                **_spec().to_wire(),
+                "transform": {"module": "shape", "configMap": "code"},
+            },
+        }
+    )
+    missing = transform_code_problem(job, None, "in namespace 'ns'")
+    assert missing is not None and missing.field == "spec.transform.configMap"
+    assert "kubectl create configmap code --from-file=shape.py" in missing.message
+    wrong = transform_code_problem(job, {"helpers.py": ""}, "in namespace 'ns'")
+    assert wrong is not None and "has no key 'shape.py' (it has helpers.py)" in wrong.message
+    assert transform_code_problem(job, {"shape.py": "", "helpers.py": ""}, "") is None

@@ -107,6 +107,26 @@ def test_a_spark_job_that_cannot_run_is_refused_with_the_field_and_the_fix(
     assert "SparkJob 'copier'" in str(refused.value)
 
 
+def test_a_transform_config_map_comes_from_the_same_files(tmp_path: Path) -> None:
+    documents = _documents({"kafka": {"topic": "out", "partitions": 2}})
+    documents[2]["spec"]["transform"] = {"module": "shape", "configMap": "code"}
+    with pytest.raises(InvalidResourceError) as refused:
+        _plan(tmp_path, documents)
+    assert "spec.transform.configMap: no ConfigMap 'code' in the given manifests" in str(
+        refused.value
+    )
+    code = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "code"},
+        "data": {"shape.py": "def transform(frame):\n    return frame\n"},
+    }
+    (job,) = _plan(tmp_path, [*documents, code]).spark_jobs
+    assert job.transform_files == code["data"]
+    assert job.settings.transform_dir.endswith("default.copier.transform")
+    assert job.settings.metrics_port == 0, "drivers of one run share the machine's ports"
+
+
 def test_a_connector_secret_must_be_in_the_same_files(tmp_path: Path) -> None:
     documents = _documents({"kafka": {"topic": "out", "partitions": 2}})
     documents[1]["spec"]["connector"]["secretRef"] = {"name": "source-auth"}

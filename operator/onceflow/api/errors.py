@@ -10,7 +10,10 @@ from pydantic import ValidationError
 PIPELINE_NOT_FOUND = "PipelineNotFound"
 SOURCE_NOT_FOUND = "SourceNotFound"
 SECRET_NOT_FOUND = "SecretNotFound"
-MISSING_OBJECT_REASONS = frozenset({PIPELINE_NOT_FOUND, SOURCE_NOT_FOUND, SECRET_NOT_FOUND})
+TRANSFORM_CODE_NOT_FOUND = "TransformCodeNotFound"
+MISSING_OBJECT_REASONS = frozenset(
+    {PIPELINE_NOT_FOUND, SOURCE_NOT_FOUND, SECRET_NOT_FOUND, TRANSFORM_CODE_NOT_FOUND}
+)
 
 
 @dataclass(frozen=True)

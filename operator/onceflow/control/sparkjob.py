@@ -29,7 +29,7 @@ from onceflow.control.workloads import (
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.query_progress import driver_progress
-from onceflow.logic.resolve import resolve_spark_job
+from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
     KeepSink,
     RecordSink,
@@ -102,6 +102,11 @@ class SparkJobReconciler:
         )
         if isinstance(settings, list):
             raise invalid_workload(settings)
+        code = job.spec.transform.config_map
+        files = self.kube.configmap_data(namespace, code) if code else None
+        missing_code = transform_code_problem(job, files, where_in(namespace))
+        if missing_code:
+            raise invalid_workload([missing_code])
         assert pipeline is not None, "a job resolves only with its Pipeline"
         return job, pipeline, require_current_mode(pipeline), settings
 

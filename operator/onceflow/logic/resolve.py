@@ -10,13 +10,14 @@ and maps the problems to its own error in one line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from onceflow.api.connector import SourceConnector
 from onceflow.api.errors import (
     PIPELINE_NOT_FOUND,
     SECRET_NOT_FOUND,
     SOURCE_NOT_FOUND,
+    TRANSFORM_CODE_NOT_FOUND,
     Problem,
 )
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
@@ -157,3 +158,31 @@ def resolve_spark_job(
     if problems or pipeline is None:
         return problems
     return job_settings(job, pipeline, mode or pipeline.spec.exactly_once, source_topics)
+
+
+def transform_code_problem(
+    job: SparkJob, files: Collection[str] | None, where: str
+) -> Problem | None:
+    """Why ``transform.configMap`` cannot give the driver its module (``files``: the
+    ConfigMap's keys, None when it does not exist): found before a driver pod waits
+    on a volume that cannot mount, or fails on an import."""
+    transform = job.spec.transform
+    if transform.config_map is None or transform.module is None:
+        return None
+    name = transform.config_map
+    if files is None:
+        return Problem(
+            "spec.transform.configMap",
+            f"no ConfigMap {name!r} {where}; create it from the module's files "
+            f"(kubectl create configmap {name} --from-file={transform.module}.py)",
+            TRANSFORM_CODE_NOT_FOUND,
+        )
+    wanted = f"{transform.module}.py"
+    if wanted not in files:
+        return Problem(
+            "spec.transform.module",
+            f"ConfigMap {name!r} has no key {wanted!r} (it has "
+            f"{', '.join(sorted(files)) or 'none'}); a ConfigMap holds modules, not packages",
+            TRANSFORM_CODE_NOT_FOUND,
+        )
+    return None

@@ -107,7 +107,10 @@ def progress_listener(job: str, annotator: PodAnnotator) -> Any:
 def report_progress(spark: Any, job: str, metrics_port: int) -> None:
     """Starts ``/metrics`` (port 0: none) and reports every batch from now on."""
     if metrics_port:
-        start_http_server(metrics_port)
+        try:
+            start_http_server(metrics_port)
+        except OSError as error:  # the query matters more than its gauges
+            log.warning("no /metrics on port %d: %s", metrics_port, error)
     conf = spark.conf
     annotator = PodAnnotator(
         conf.get("spark.kubernetes.namespace", None),

@@ -34,6 +34,12 @@ def transform_function(
     assert transform.module is not None
     where = "the image"
     if directory is not None:
+        if not Path(directory).is_dir():
+            raise TransformNotFoundError(
+                f"spec.transform.configMap: {transform.config_map!r} is not mounted at "
+                f"{directory} (onceflow run does not mount ConfigMaps: put the module on "
+                "PYTHONPATH and leave configMap out)"
+            )
         shipped = _ship(spark, Path(directory))
         where = f"configMap {transform.config_map!r} (files: {', '.join(shipped) or 'none'})"
     try:

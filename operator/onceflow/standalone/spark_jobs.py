@@ -18,7 +18,7 @@ from onceflow.api import Pipeline
 from onceflow.api.errors import Problem
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job
+from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
 from onceflow.standalone.children import ChildProcess
 from onceflow.standalone.state import workload_file, write_json_atomically
@@ -32,6 +32,8 @@ class PlannedSparkJob:
     dsn: str | None = None
     """The Postgres sink's DSN, written (0600) to ``settings.postgres_dsn_file`` only
     when the driver starts: planning writes nothing."""
+    transform_files: Mapping[str, str] | None = None
+    """transform.configMap's files, written to ``settings.transform_dir`` likewise."""
 
 
 def plan_spark_job(
@@ -39,6 +41,7 @@ def plan_spark_job(
     pipeline: Pipeline | None,
     source_topics: Mapping[str, str],
     secrets: Mapping[str, Mapping[str, str]],
+    config_maps: Mapping[str, Mapping[str, str]],
     *,
     bootstrap_override: str | None,
     state_dir: Path,
@@ -46,6 +49,11 @@ def plan_spark_job(
     """The driver's settings with local paths, or the problems (field and fix) that
     prevent them."""
     settings = resolve_spark_job(job, pipeline, source_topics, where=IN_MANIFESTS, secrets=secrets)
+    code = job.spec.transform.config_map
+    files = config_maps.get(code) if code else None
+    missing_code = transform_code_problem(job, files, IN_MANIFESTS)
+    if missing_code:
+        return [*(settings if isinstance(settings, list) else []), missing_code]
     if isinstance(settings, list):
         return settings
     postgres = job.spec.sink.postgres
@@ -55,12 +63,16 @@ def plan_spark_job(
         "checkpoint_location": job.spec.checkpoint.path
         or str(workload_file(here, namespace, name, "checkpoint")),
         "postgres_dsn_file": None,
+        # The drivers of one run share the machine: none takes a fixed /metrics port.
+        "metrics_port": 0,
     }
+    if files is not None:
+        update["transform_dir"] = str(workload_file(here, namespace, name, "transform"))
     if bootstrap_override:
         update["bootstrap_servers"] = bootstrap_override
     if dsn is not None:
         update["postgres_dsn_file"] = str(workload_file(here, namespace, name, "dsn"))
-    return PlannedSparkJob(settings.model_copy(update=update), dsn)
+    return PlannedSparkJob(settings.model_copy(update=update), dsn, files)
 
 
 @dataclass
@@ -113,6 +125,7 @@ class SparkJobSupervisor:
             path = self._file("settings.json")
             write_json_atomically(path, settings.to_wire())
             self._write_dsn()
+            self._write_transform_files()
             self.driver = ChildProcess("driver", "spark-job", path, self._file("log"))
             self.running = self.planned
             self.say(
@@ -132,6 +145,14 @@ class SparkJobSupervisor:
         path = Path(dsn_file)
         path.touch(mode=0o600)
         path.write_text(self.planned.dsn)
+
+    def _write_transform_files(self) -> None:
+        directory = self.settings.transform_dir
+        if self.planned.transform_files is None or directory is None:
+            return
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for name, text in self.planned.transform_files.items():
+            (Path(directory) / name).write_text(text)  # before the driver starts
 
     def _recorded_sink(self) -> SinkProducers | None:
         if not self.sink_file.exists():

@@ -81,10 +81,17 @@ class Manifests:
     secrets: dict[str, dict[str, str]]
     """v1 Secrets in the same files (a Postgres sink's DSN): there is no API server to
     hold them, and users keep them next to the workloads that mount them anyway."""
+    config_maps: dict[str, dict[str, str]]
+    """v1 ConfigMaps in the same files (a transform's Python files), for the same
+    reason."""
 
 
 def _is_secret(document: dict[str, Any]) -> bool:
     return document.get("apiVersion") == "v1" and document.get("kind") == "Secret"
+
+
+def _is_config_map(document: dict[str, Any]) -> bool:
+    return document.get("apiVersion") == "v1" and document.get("kind") == "ConfigMap"
 
 
 def _secret_data(document: dict[str, Any]) -> dict[str, str]:
@@ -97,12 +104,15 @@ def load_manifests(paths: Sequence[Path]) -> Manifests:
     documents: list[dict[str, Any]] = []
     for path in paths:
         documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    resources = parse_resources(d for d in documents if not _is_secret(d))
+    resources = parse_resources(d for d in documents if not _is_secret(d) and not _is_config_map(d))
     return Manifests(
         pipelines={r.metadata.name: r for r in resources if isinstance(r, Pipeline)},
         sources=[r for r in resources if isinstance(r, KafkaSource)],
         spark_jobs=[r for r in resources if isinstance(r, SparkJob)],
         secrets={d["metadata"]["name"]: _secret_data(d) for d in documents if _is_secret(d)},
+        config_maps={
+            d["metadata"]["name"]: dict(d.get("data") or {}) for d in documents if _is_config_map(d)
+        },
     )
 
 
@@ -155,6 +165,7 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
             manifests.pipelines.get(job.spec.pipeline),
             topics,
             manifests.secrets,
+            manifests.config_maps,
             bootstrap_override=bootstrap_override,
             state_dir=state_dir,
         )
