@@ -141,14 +141,20 @@ def test_changes_arrive_once_in_order_through_terminated_connections_and_killed_
     task = TaskProcess(only_task(desired, tmp_path), tmp_path).start()
     loader = Loader(postgres_dsn, table, existing=2000, changes=CHANGES, pace_s=0.2)
     rng = random.Random(7)
-    terminated = killed = 0
+    killed = 0
     try:
         wait_for(lambda: _stored_offset(desired) is not None, 90, "the snapshot's first records")
         loader.start()
         for fault in range(2 * FAULTS):
             time.sleep(rng.uniform(0.5, 1.5))  # fault timing, not synchronisation
             if fault % 2 == 0:
-                terminated += _terminate(postgres_dsn, slot)
+                # A task just restarted may not hold its slot yet: the fault waits for
+                # its walsender, so every termination lands on a live stream.
+                wait_for(
+                    lambda: _terminate(postgres_dsn, slot) > 0,
+                    60,
+                    "a walsender of the task's slot to terminate",
+                )
             else:
                 task.kill()
                 task.start()
@@ -159,7 +165,6 @@ def test_changes_arrive_once_in_order_through_terminated_connections_and_killed_
         if task.alive:
             task.terminate()
     assert report.ok, (report.problems[:20], report.behind[:5])
-    assert terminated >= FAULTS // 2, f"only {terminated} terminations hit a walsender"
     assert killed == FAULTS
     assert report.records >= 2000 + CHANGES
     _drop_slot(postgres_dsn, slot)

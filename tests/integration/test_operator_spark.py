@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from onceflow.model.spark_names import sink_transactional_id
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
@@ -97,6 +98,22 @@ def _report_running(cluster: Cluster) -> None:
     )
 
 
+def _running_in(cluster: Cluster, mode: str) -> bool:
+    """Reports whichever application exists as running, as the Spark operator keeps
+    doing for every application (a replaced one starts without a state), and says
+    whether the job has observed ``mode``."""
+    app = _application(cluster) or {}
+    state = (app.get("status") or {}).get("applicationState", {}).get("state")
+    labels = app.get("metadata", {}).get("labels", {})
+    if state != "RUNNING" and labels.get("onceflow.io/mode") == mode:
+        try:
+            _report_running(cluster)
+        except ApiException as error:
+            if error.status != 404:  # replaced in between: the next poll sees the new one
+                raise
+    return cluster.status("sparkjobs", "agg").get("observedMode") == mode
+
+
 def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
@@ -136,12 +153,7 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
             30,
             f"the application rendered for {mode}",
         )
-        _report_running(cluster)
-        wait_for(
-            lambda mode=mode: cluster.status("sparkjobs", "agg").get("observedMode") == mode,
-            30,
-            f"the job to report {mode}",
-        )
+        wait_for(lambda mode=mode: _running_in(cluster, mode), 60, f"the job to report {mode}")
     wait_for(
         lambda: cluster.condition("pipelines", "orders", "Ready").get("status") == "True",
         30,
@@ -432,3 +444,60 @@ def test_an_available_now_job_with_configmap_code_completes_and_shows_its_progre
         30,
         "the driver's progress in the status",
     )
+
+
+def _application_uid(cluster: Cluster) -> str | None:
+    return (_application(cluster) or {}).get("metadata", {}).get("uid")
+
+
+def _replaced(cluster: Cluster, uid: str | None, what: str) -> str:
+    wait_for(lambda: _application_uid(cluster) not in (None, uid), 60, what)
+    new = _application_uid(cluster)
+    assert new is not None
+    return new
+
+
+def test_a_streaming_driver_restarts_into_edited_settings_and_code_and_after_it_exits(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """What the driver is told lives in its ConfigMap, outside the rendered application:
+    an edit there (the output mode here) or of the transform's code replaces the
+    application, so no driver keeps running what was edited away. A streaming driver
+    that exited is started again from its checkpoint."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "disabled")
+    cluster.core.create_namespaced_config_map(
+        cluster.namespace,
+        {"metadata": {"name": "shape-code"}, "data": {"shape.py": "def transform(f): return f"}},
+    )
+    job = _job(2)
+    job["spec"]["transform"] = {"module": "shape", "configMap": "shape-code"}
+    cluster.create("sparkjobs", job)
+    wait_for(lambda: _application(cluster) is not None, 30, "the SparkApplication")
+    uid = _application_uid(cluster)
+
+    cluster.core.patch_namespaced_config_map(
+        "shape-code",
+        cluster.namespace,
+        {"data": {"shape.py": "def transform(f):\n    return f.select('key', 'value')\n"}},
+    )
+    uid = _replaced(cluster, uid, "a new SparkApplication after the code changed")
+
+    cluster.patch_spec("sparkjobs", "agg", {"outputMode": "update"})
+    uid = _replaced(cluster, uid, "a new SparkApplication after the output mode changed")
+    settings = json.loads(
+        cluster.core.read_namespaced_config_map("agg-job", cluster.namespace).data["job.json"]
+    )
+    assert settings["outputMode"] == "update"
+
+    cluster.custom.patch_namespaced_custom_object_status(
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        cluster.namespace,
+        "sparkapplications",
+        "agg",
+        {"status": {"applicationState": {"state": "COMPLETED"}, "driverInfo": {}}},
+    )
+    _replaced(cluster, uid, "a new SparkApplication after the streaming driver exited")
+    assert "DriverExited" in [event.reason for event in cluster.events("agg")]
+    assert cluster.condition("sparkjobs", "agg", "Ready").get("reason") != "Completed"

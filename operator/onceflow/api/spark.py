@@ -643,6 +643,12 @@ class SparkJobSettings(ApiModel):
         default=None,
         description="Directory holding transform.configMap's files (its mount).",
     )
+    transform_code_digest: str | None = Field(
+        default=None,
+        description="Digest of transform.configMap's files: an edit of the code is an "
+        "edit of the settings, so the driver restarts and it and its executors run one "
+        "version of the code.",
+    )
     output_mode: OutputMode = OutputMode.APPEND
     sink: Sink
     checkpoint_location: str = Field(description="Checkpoint directory or URI.")

@@ -38,7 +38,12 @@ from onceflow.logic.sink_handover import (
     sink_handover,
 )
 from onceflow.model.objects import LABEL_SPARKJOB
-from onceflow.model.spark_app import SPEC_HASH_ANNOTATION, job_configmap, job_configmap_name
+from onceflow.model.spark_app import (
+    SPEC_HASH_ANNOTATION,
+    digest,
+    job_configmap,
+    job_configmap_name,
+)
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
 
 PLURAL = "sparkjobs"
@@ -107,6 +112,8 @@ class SparkJobReconciler:
         missing_code = transform_code_problem(job, files, where_in(namespace))
         if missing_code:
             raise invalid_workload([missing_code])
+        if files is not None:
+            settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         assert pipeline is not None, "a job resolves only with its Pipeline"
         return job, pipeline, require_current_mode(pipeline), settings
 
@@ -158,6 +165,14 @@ class SparkJobReconciler:
         running = state == "RUNNING"
         # An availableNow run that drained its input and stopped ran in this mode too.
         completed = state == "COMPLETED"
+        if completed and not job.spec.trigger.available_now:
+            # A streaming query runs until stopped, so its driver exited (a graceful stop,
+            # which spark-submit's Job takes as done): its checkpoint resumes it.
+            self._delete(submission, job)
+            message = f"the {kind}'s driver exited; restarting it from its checkpoint"
+            self.kube.event(obj, "DriverExited", message, warning=True)
+            self._write(obj, status, False, "Restarting", message)
+            raise RetryLaterError(message)
         pods = self.kube.list_pods(job.metadata.namespace, f"{LABEL_SPARKJOB}={name}")
         status = status.model_copy(
             update={

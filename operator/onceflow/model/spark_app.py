@@ -33,6 +33,10 @@ ISOLATION_CONF = "spark.onceflow.kafka.isolation.level"
 """Carried in sparkConf so the isolation level is visible in the rendered object; the
 driver's Kafka reader takes it from there."""
 MODE_CONF = "spark.onceflow.exactlyOnce.mode"
+SETTINGS_DIGEST_CONF = "spark.onceflow.settings.digest"
+"""What the driver is told lives in the job's ConfigMap, outside the rendered object;
+its digest in sparkConf makes every edit of it (transform, sink, dedup, output mode,
+the transform's code) a changed spec, so the driver restarts into it."""
 SPEC_HASH_ANNOTATION = "onceflow.io/spec-hash"
 
 Manifest = dict[str, Any]
@@ -95,6 +99,7 @@ def spark_conf(job: SparkJob, settings: SparkJobSettings) -> dict[str, str]:
         ISOLATION_CONF: settings.isolation_level,
         # The mode is part of the spec, so each rollout step restarts the driver into it.
         MODE_CONF: settings.mode.value,
+        SETTINGS_DIGEST_CONF: digest(settings.to_wire()),
         # A speculative copy of a sink task would be one more writer to fence.
         "spark.speculation": "false",
         "spark.task.maxFailures": "4",
@@ -201,11 +206,15 @@ def spark_application(
     return with_spec_hash(body)
 
 
+def digest(value: Any) -> str:
+    """A short stable digest of a JSON-able value."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def with_spec_hash(body: Manifest) -> Manifest:
     """Marks what was rendered, so a changed spec is seen without diffing objects that
     other controllers default and mutate."""
-    digest = hashlib.sha256(json.dumps(body["spec"], sort_keys=True).encode()).hexdigest()[:16]
-    body["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: digest}
+    body["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: digest(body["spec"])}
     return body
 
 
