@@ -150,7 +150,7 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(JOB, "spec.env", [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]),
             'spec.env[1]: Duplicate value: {"name":"A"}',
         ),
-        (_with(JOB, "spec.outputMode", "complete"), "complete writes the whole result table"),
+        (_with(JOB, "spec.outputMode", "complete"), "complete rewrites the whole result table"),
         (_with(JOB, "spec.outputMode", "sometimes"), "spec.outputMode"),
         (
             _with(

@@ -17,6 +17,7 @@ from onceflow.api.spark import SparkJob, SparkJobSpec
 from onceflow.logic.query_progress import PROGRESS_ANNOTATION, driver_progress, query_progress
 from onceflow.logic.resolve import transform_code_problem
 from onceflow.render import render_resources
+from onceflow.spark.progress import PodAnnotator
 from tests.support.testbed import ROOT
 
 KAFKA = {"kafka": {"topic": "out", "partitions": 2}}
@@ -61,7 +62,8 @@ def test_schema_fields_are_read_at_the_top_level_only() -> None:
 @pytest.mark.parametrize(
     ("mode", "sink", "refused"),
     [
-        ("complete", KAFKA, "complete writes the whole result table"),
+        ("complete", KAFKA, "complete rewrites the whole result table"),
+        ("complete", {"postgres": {**POSTGRES["postgres"], "key": ["k"]}}, "keep rows that left"),
         ("update", FILES, "spec.sink.files appends files"),
         ("complete", FILES, "spec.sink.files appends files"),
         ("update", POSTGRES, "without spec.sink.postgres.key"),
@@ -79,7 +81,6 @@ def test_an_output_mode_the_sink_cannot_honour_is_refused(
         ("update", KAFKA),
         ("append", FILES),
         ("update", {"postgres": {**POSTGRES["postgres"], "key": ["k"]}}),
-        ("complete", {"postgres": {**POSTGRES["postgres"], "key": ["k"]}}),
     ],
 )
 def test_output_modes_the_sink_honours_are_accepted(mode: str, sink: dict[str, Any]) -> None:
@@ -104,6 +105,31 @@ def test_watermark_and_dedup_columns_must_be_columns_of_the_input_view() -> None
         input={"topics": ["in"], "valueSchema": "key STRING, n INT"}
     )
     assert "input.valueSchema:" in _refusal(input={"topics": ["in"], "valueSchema": "id"})
+
+
+def test_columns_are_named_as_spark_resolves_them_ignoring_case() -> None:
+    schema = {"topics": ["in"], "valueSchema": "Id STRING, TS TIMESTAMP"}
+    ok = _spec(input=schema, watermark={"column": "ts", "delay": "1m"}, dedup={"columns": ["ID"]})
+    assert ok.dedup is not None
+    assert "would hide Kafka's own column(s)" in _refusal(
+        input={"topics": ["in"], "valueSchema": "Offset BIGINT"}
+    )
+    assert "appears twice" in _refusal(input={"topics": ["in"], "valueSchema": "a INT, A INT"})
+
+
+def test_dedup_identifies_records_by_what_every_delivery_of_them_carries() -> None:
+    """Copies of one id differ in their delivery columns and a replay may keep another
+    copy: such columns can neither identify a record nor give it its event time."""
+    schema = {"topics": ["in"], "valueSchema": "id STRING, ts TIMESTAMP"}
+    record_time = {"column": "ts", "delay": "1m"}
+    assert _spec(input=schema, watermark=record_time, dedup={"columns": ["key"]}).dedup
+    for column in ("offset", "Partition", "timestamp"):
+        assert "differ between deliveries of one record" in _refusal(
+            input=schema, watermark=record_time, dedup={"columns": ["id", column]}
+        )
+    assert "spec.watermark.column: with spec.dedup the event time must come from" in _refusal(
+        input=schema, watermark={"column": "timestamp", "delay": "1m"}, dedup={"columns": ["id"]}
+    )
 
 
 def test_a_trigger_is_a_processing_time_or_available_now() -> None:
@@ -158,7 +184,10 @@ SPARK_PROGRESS = {
     "processedRowsPerSecond": 2400.04,
     "durationMs": {"addBatch": 310, "triggerExecution": 500},
     "eventTime": {"watermark": "2026-01-01T00:01:00.000Z"},
-    "stateOperators": [{"numRowsTotal": 300}, {"numRowsTotal": 12}],
+    "stateOperators": [
+        {"numRowsTotal": 300, "numRowsDroppedByWatermark": 4},
+        {"numRowsTotal": 12, "numRowsDroppedByWatermark": 1},
+    ],
 }
 
 
@@ -172,10 +201,33 @@ def test_query_progress_keeps_what_the_status_shows() -> None:
         "batchDurationMs": 500,
         "sinkCommitMs": 310,
         "stateRows": 312,
+        "rowsDroppedByWatermark": 5,
         "watermark": "2026-01-01T00:01:00.000Z",
     }
     stateless = query_progress({**SPARK_PROGRESS, "stateOperators": [], "eventTime": {}})
     assert stateless.state_rows is None and stateless.watermark is None
+    assert stateless.rows_dropped_by_watermark is None
+
+
+def test_a_progress_held_back_by_the_throttle_is_annotated_when_flushed() -> None:
+    """The pod is patched at most every few seconds; the batch that came too soon is
+    not lost but handed over when the query goes idle or ends."""
+    patched: list[int] = []
+
+    class RecordingPods:
+        def patch_namespaced_pod(self, pod: str, namespace: str, body: Any) -> None:
+            annotation = body["metadata"]["annotations"][PROGRESS_ANNOTATION]
+            patched.append(json.loads(annotation)["batchId"])
+
+    annotator = PodAnnotator("ns", "job-driver")
+    annotator.api = RecordingPods()
+    first = query_progress(SPARK_PROGRESS)
+    annotator.annotate(first)
+    annotator.annotate(first.model_copy(update={"batch_id": 42}))
+    assert patched == [41]
+    annotator.flush()
+    annotator.flush()
+    assert patched == [41, 42]
 
 
 def test_the_newest_driver_pods_progress_is_the_jobs() -> None:

@@ -18,6 +18,12 @@ KAFKA_COLUMNS: dict[str, str] = {
     "timestampType": "int",
     "headers": "array<struct<key:string,value:binary>>",
 }
+# Kafka's columns that differ between two deliveries of one record (a redelivery is
+# a new record of the topic). Dedup keeps one delivery of each id, and which one it
+# keeps within a batch follows the shuffle's arrival order, which a replay need not
+# repeat: so these identify no record, and view `input` drops them after dedup, or a
+# replayed batch could write a different copy (to another partition or slice).
+DELIVERY_COLUMNS = ("topic", "partition", "offset", "timestamp", "timestampType")
 # What Spark accepts as an event-time column for a watermark.
 EVENT_TIME_TYPES = ("timestamp", "timestamp_ltz", "timestamp_ntz")
 
@@ -60,8 +66,8 @@ def schema_fields(ddl: str) -> dict[str, str]:
         if match is None or not part.strip():
             raise ValueError(f"{part.strip()!r} is not `name TYPE`")
         name = match.group("quoted") or match.group("plain")
-        if name in fields:
-            raise ValueError(f"field {name!r} appears twice")
+        if column_type(fields, name) is not None:
+            raise ValueError(f"field {name!r} appears twice (Spark ignores case)")
         fields[name] = _type_name(match.group("type"))
     return fields
 
@@ -72,5 +78,11 @@ def _type_name(declared: str) -> str:
     return re.sub(r"\s+", "", cut[0]).lower()
 
 
-def is_event_time(column_type: str) -> bool:
-    return column_type in EVENT_TIME_TYPES
+def column_type(columns: dict[str, str], name: str) -> str | None:
+    """The type of column ``name``, found as Spark resolves names: ignoring case."""
+    wanted = name.lower()
+    return next((kind for column, kind in columns.items() if column.lower() == wanted), None)
+
+
+def is_event_time(kind: str) -> bool:
+    return kind in EVENT_TIME_TYPES

@@ -10,7 +10,13 @@ from typing import Literal, Self
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
-from onceflow.api.columns import KAFKA_COLUMNS, is_event_time, schema_fields
+from onceflow.api.columns import (
+    DELIVERY_COLUMNS,
+    KAFKA_COLUMNS,
+    column_type,
+    is_event_time,
+    schema_fields,
+)
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import CommonStatus
 
@@ -91,7 +97,7 @@ class KafkaInput(ApiModel):
             fields = schema_fields(self.value_schema)
         except ValueError as error:
             raise ValueError(f"input.valueSchema: {error}") from None
-        if clash := sorted(set(fields) & set(KAFKA_COLUMNS)):
+        if clash := sorted(f for f in fields if column_type(KAFKA_COLUMNS, f) is not None):
             raise ValueError(
                 f"input.valueSchema: field(s) {', '.join(clash)} would hide Kafka's own "
                 "column(s) of the same name; rename them in the schema"
@@ -284,7 +290,10 @@ class Dedup(ApiModel):
     """Drop records whose id was already seen (Dataflow's record-id dedup, seed 002):
     for inputs that are only at-least-once. Kept in the checkpoint's state store, so a
     restarted driver still knows the ids; an id is forgotten once the watermark passes
-    its first event time plus the watermark's delay."""
+    its first event time plus the watermark's delay. Copies of one id must be one record
+    (same key, value, headers): which copy is kept is not fixed, so after dedup view
+    `input` has no per-delivery columns (topic, partition, offset, timestamp,
+    timestampType)."""
 
     columns: list[str] = Field(
         min_length=1,
@@ -402,9 +411,11 @@ def _cpu_request_rules() -> list[JsonValue]:
 
 
 # The output modes a sink cannot honour exactly once, and why; the CEL rule of each.
-COMPLETE_TO_KAFKA = (
-    "spec.outputMode: complete writes the whole result table to spec.sink.kafka on every "
-    "batch, again and again; use update (each batch's changed rows)"
+COMPLETE_REWRITES = (
+    "spec.outputMode: complete rewrites the whole result table on every batch, and no "
+    "sink replaces a table in one transaction: spec.sink.kafka would get every row again "
+    "each batch, spec.sink.postgres would keep rows that left the result (HAVING, LIMIT); "
+    "use update (each batch's changed rows)"
 )
 REPLACING_FILES = (
     "spec.outputMode: spec.sink.files appends files and cannot replace rows: use append "
@@ -415,10 +426,10 @@ UPDATE_WITHOUT_KEY = (
     "appended as one more row; set key to the result's grouping columns"
 )
 OUTPUT_MODE_RULES: tuple[tuple[str, str], ...] = (
-    ("self.outputMode == 'complete' && has(self.sink.kafka)", COMPLETE_TO_KAFKA),
     ("self.outputMode != 'append' && has(self.sink.files)", REPLACING_FILES),
+    ("self.outputMode == 'complete' && !has(self.sink.files)", COMPLETE_REWRITES),
     (
-        "self.outputMode != 'append' && has(self.sink.postgres) && "
+        "self.outputMode == 'update' && has(self.sink.postgres) && "
         "(!has(self.sink.postgres.key) || size(self.sink.postgres.key) == 0)",
         UPDATE_WITHOUT_KEY,
     ),
@@ -431,10 +442,10 @@ def output_mode_refusal(mode: OutputMode, sink: Sink) -> str | None:
         return None
     if sink.files is not None:
         return REPLACING_FILES
+    if mode is OutputMode.COMPLETE:
+        return COMPLETE_REWRITES
     if sink.postgres is not None and not sink.postgres.key:
         return UPDATE_WITHOUT_KEY
-    if sink.kafka is not None and mode is OutputMode.COMPLETE:
-        return COMPLETE_TO_KAFKA
     return None
 
 
@@ -466,7 +477,7 @@ class SparkJobSpec(ApiModel):
         default=OutputMode.APPEND,
         description="append: rows once final (aggregations need a watermark); update: "
         "changed rows each batch (postgres sink with key, kafka as a changelog); "
-        "complete: the whole result each batch (postgres sink with key only).",
+        "complete: refused, no sink can replace a whole table in one transaction.",
     )
     submitter: Submitter = Field(
         default=Submitter.SPARK_OPERATOR,
@@ -525,7 +536,7 @@ class SparkJobSpec(ApiModel):
         columns = self.input.columns()
         named = ", ".join(columns)
         if self.watermark is not None:
-            found = columns.get(self.watermark.column)
+            found = column_type(columns, self.watermark.column)
             if found is None:
                 raise ValueError(
                     f"spec.watermark.column: view `input` has no column "
@@ -541,12 +552,25 @@ class SparkJobSpec(ApiModel):
                 raise ValueError(
                     "spec.dedup: needs spec.watermark, which bounds how long ids are kept"
                 )
-            unknown = [c for c in self.dedup.columns if c not in columns]
+            unknown = [c for c in self.dedup.columns if column_type(columns, c) is None]
             if unknown:
                 raise ValueError(
                     f"spec.dedup.columns: view `input` has no column(s) "
                     f"{', '.join(map(repr, unknown))} (it has {named}); add them to "
                     "input.valueSchema"
+                )
+            delivery = {c.lower() for c in DELIVERY_COLUMNS}
+            if per_delivery := [c for c in self.dedup.columns if c.lower() in delivery]:
+                raise ValueError(
+                    f"spec.dedup.columns: {', '.join(map(repr, per_delivery))} differ between "
+                    "deliveries of one record, so they cannot identify it; use the record's "
+                    "own id (key, or a field of input.valueSchema)"
+                )
+            if self.watermark.column.lower() in delivery:
+                raise ValueError(
+                    f"spec.watermark.column: with spec.dedup the event time must come from "
+                    f"the record (a TIMESTAMP field of input.valueSchema): Kafka's "
+                    f"{self.watermark.column!r} differs between deliveries of one record"
                 )
         return self
 
@@ -570,10 +594,18 @@ class QueryProgress(ApiModel):
     )
     batch_duration_ms: int = Field(description="Wall time of the whole batch.")
     sink_commit_ms: int | None = Field(
-        default=None, description="Time in the sink (addBatch: the sink's transactions)."
+        default=None,
+        description="Time in the sink (Spark's addBatch): the sink's transactions, and "
+        "with the exactly-once sinks also the batch's computation, which Spark runs "
+        "lazily inside the sink.",
     )
     state_rows: int | None = Field(
         default=None, description="Rows in state stores (dedup ids, aggregation groups)."
+    )
+    rows_dropped_by_watermark: int | None = Field(
+        default=None,
+        description="Records the batch's stateful steps dropped as later than the "
+        "watermark (any record, not only duplicates).",
     )
     watermark: str | None = Field(default=None, description="Event-time watermark (UTC).")
 

@@ -23,6 +23,12 @@ def _rate(value: Any) -> float | None:
     return None if math.isnan(rate) else round(rate, 1)
 
 
+def _total(operators: Sequence[Mapping[str, Any]], metric: str) -> int | None:
+    """A state-operator metric summed over the query's stateful steps (None: it has
+    none)."""
+    return sum(int(op.get(metric) or 0) for op in operators) if operators else None
+
+
 def query_progress(progress: Mapping[str, Any]) -> QueryProgress:
     durations = progress.get("durationMs") or {}
     operators = progress.get("stateOperators") or []
@@ -34,7 +40,8 @@ def query_progress(progress: Mapping[str, Any]) -> QueryProgress:
         processed_rows_per_second=_rate(progress.get("processedRowsPerSecond")),
         batch_duration_ms=int(durations.get("triggerExecution") or 0),
         sink_commit_ms=durations.get("addBatch"),
-        state_rows=sum(int(op.get("numRowsTotal") or 0) for op in operators) if operators else None,
+        state_rows=_total(operators, "numRowsTotal"),
+        rows_dropped_by_watermark=_total(operators, "numRowsDroppedByWatermark"),
         watermark=(progress.get("eventTime") or {}).get("watermark"),
     )
 

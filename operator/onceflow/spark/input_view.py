@@ -6,14 +6,16 @@ JSON alike), ``headers``, ``topic``, ``partition``, ``offset``, ``timestamp``,
 schema, the watermark, and record-id dedup. Dedup comes before the transform so that
 a duplicated input record never reaches an aggregation; its state lives in the
 checkpoint with the offsets, so a replayed batch sees the ids exactly as the first
-attempt did.
+attempt did. Which copy of an id a batch keeps follows the shuffle's arrival order, so
+the per-delivery columns are dropped after it: what is left is equal in every copy, and
+a replay writes the same rows to the same places.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from onceflow.api.columns import KAFKA_COLUMNS
+from onceflow.api.columns import DELIVERY_COLUMNS, KAFKA_COLUMNS
 from onceflow.api.spark import SparkJobSettings
 
 PARSED = "__onceflow_value"
@@ -36,4 +38,5 @@ def input_view(frame: Any, settings: SparkJobSettings) -> Any:
         frame = frame.withWatermark(settings.watermark.column, settings.watermark.spark_delay)
     if settings.dedup:
         frame = frame.dropDuplicatesWithinWatermark(settings.dedup.columns)
+        frame = frame.drop(*DELIVERY_COLUMNS)
     return frame

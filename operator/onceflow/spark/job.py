@@ -27,7 +27,7 @@ from onceflow.spark.kafka_sink import (
     with_output_partition,
 )
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
-from onceflow.spark.progress import report_progress
+from onceflow.spark.progress import flush, report_progress
 from onceflow.spark.transform_code import transform_function
 
 INPUT_VIEW = "input"
@@ -180,7 +180,8 @@ def run_job(settings: SparkJobSettings) -> int:
     mounted = mounted_secret(settings.kafka_config_dir)
     settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
-    report_progress(spark, settings.job, settings.metrics_port)
+    annotator = report_progress(spark, settings.job, settings.metrics_port)
     query = start_query(spark, settings)
     query.awaitTermination()
+    flush(annotator)  # a drained availableNow run's last batch
     return 0

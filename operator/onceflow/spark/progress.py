@@ -34,6 +34,11 @@ STATE_ROWS = Gauge("onceflow_spark_state_rows", "Rows in the query's state store
 WATERMARK = Gauge(
     "onceflow_spark_watermark_seconds", "Event-time watermark (Unix seconds)", _LABELS
 )
+LATE_ROWS = Gauge(
+    "onceflow_spark_rows_dropped_by_watermark",
+    "Records the last batch dropped as behind the watermark",
+    _LABELS,
+)
 
 # The operator reads the annotation on its polls; more often is only API traffic.
 ANNOTATE_EVERY_S = 5.0
@@ -47,6 +52,7 @@ def export(job: str, progress: QueryProgress) -> None:
     BATCH_SECONDS.labels(job).set(progress.batch_duration_ms / 1000)
     SINK_SECONDS.labels(job).set((progress.sink_commit_ms or 0) / 1000)
     STATE_ROWS.labels(job).set(progress.state_rows or 0)
+    LATE_ROWS.labels(job).set(progress.rows_dropped_by_watermark or 0)
     if progress.watermark:
         stamp = datetime.fromisoformat(progress.watermark.replace("Z", "+00:00"))
         WATERMARK.labels(job).set(stamp.timestamp())
@@ -54,18 +60,26 @@ def export(job: str, progress: QueryProgress) -> None:
 
 class PodAnnotator:
     """Patches the driver's own pod (named in Spark's conf on Kubernetes; absent in
-    local mode, where nothing is annotated)."""
+    local mode, where nothing is annotated). A progress that comes too soon after the
+    last patch waits for the next one, or for ``flush`` when the query goes idle or
+    ends, so the status never stays on an older batch."""
 
     def __init__(self, namespace: str | None, pod: str | None) -> None:
         self.target = (namespace, pod) if namespace and pod else None
         self.api: Any = None
         self.last = 0.0
+        self.pending: QueryProgress | None = None
 
     def annotate(self, progress: QueryProgress) -> None:
-        now = time.monotonic()
-        if self.target is None or now - self.last < ANNOTATE_EVERY_S:
+        self.pending = progress
+        if time.monotonic() - self.last >= ANNOTATE_EVERY_S:
+            self.flush()
+
+    def flush(self) -> None:
+        progress, self.pending = self.pending, None
+        if self.target is None or progress is None:
             return
-        self.last = now
+        self.last = time.monotonic()
         if self.api is None:
             from kubernetes import client, config
 
@@ -77,6 +91,14 @@ class PodAnnotator:
         self.api.patch_namespaced_pod(pod, namespace, body)
 
 
+def flush(annotator: PodAnnotator) -> None:
+    """Hands over the progress a throttled patch held back."""
+    try:
+        annotator.flush()
+    except Exception:  # reporting must never fail the query
+        log.exception("could not report the query's progress")
+
+
 def progress_listener(job: str, annotator: PodAnnotator) -> Any:
     """A ``StreamingQueryListener`` reporting each finished batch."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -86,10 +108,10 @@ def progress_listener(job: str, annotator: PodAnnotator) -> Any:
             pass
 
         def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-            pass
+            flush(annotator)
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-            pass
+            flush(annotator)
 
         def onQueryProgress(self, event: Any) -> None:  # noqa: N802
             try:
@@ -104,8 +126,10 @@ def progress_listener(job: str, annotator: PodAnnotator) -> Any:
     return Reporter()
 
 
-def report_progress(spark: Any, job: str, metrics_port: int) -> None:
-    """Starts ``/metrics`` (port 0: none) and reports every batch from now on."""
+def report_progress(spark: Any, job: str, metrics_port: int) -> PodAnnotator:
+    """Starts ``/metrics`` (port 0: none) and reports every batch from now on; the
+    caller flushes the returned annotator once the query has ended (Spark's listener
+    bus may not deliver its last events before the driver exits)."""
     if metrics_port:
         try:
             start_http_server(metrics_port)
@@ -117,3 +141,4 @@ def report_progress(spark: Any, job: str, metrics_port: int) -> None:
         conf.get("spark.kubernetes.driver.pod.name", None),
     )
     spark.streams.addListener(progress_listener(job, annotator))
+    return annotator
