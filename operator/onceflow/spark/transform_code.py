@@ -1,11 +1,18 @@
 """Finds a SparkJob's Python transform: in the image, or in ``transform.configMap``'s
 files mounted on the driver. Those files are also handed to Spark (``addPyFile``) so
-that UDFs defined in them import on the executors, which have no such mount."""
+that UDFs defined in them import on the executors, which have no such mount.
+
+A mounted ConfigMap changes in place when it is edited, and Spark serves an added file
+from its path whenever an executor asks: so the driver imports and ships a copy taken
+at start, and the driver and all its executors run one version of the code (an edit
+restarts the driver into the next one)."""
 
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +25,13 @@ class TransformNotFoundError(LookupError):
 
 
 def _ship(spark: Any, directory: Path) -> list[str]:
+    """Copies the modules, puts the copy on the driver's path and hands it to Spark."""
+    copy = Path(tempfile.mkdtemp(prefix="onceflow-transform-"))
     files = sorted(p for p in directory.iterdir() if p.suffix == ".py" and p.is_file())
     for path in files:
-        spark.sparkContext.addPyFile(str(path))
-    if str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))
+        shutil.copyfile(path, copy / path.name)
+        spark.sparkContext.addPyFile(str(copy / path.name))
+    sys.path.insert(0, str(copy))
     return [p.name for p in files]
 
 
@@ -37,8 +46,8 @@ def transform_function(
         if not Path(directory).is_dir():
             raise TransformNotFoundError(
                 f"spec.transform.configMap: {transform.config_map!r} is not mounted at "
-                f"{directory} (onceflow run does not mount ConfigMaps: put the module on "
-                "PYTHONPATH and leave configMap out)"
+                f"{directory} (a SparkApplication's driver gets its ConfigMaps from the "
+                "Spark operator's mutating webhook, which must be enabled)"
             )
         shipped = _ship(spark, Path(directory))
         where = f"configMap {transform.config_map!r} (files: {', '.join(shipped) or 'none'})"
