@@ -258,6 +258,9 @@ def test_a_transform_that_cannot_run_stops_the_driver_naming_the_field(
         },
         "spec.transform: the output has column(s) 'topic', 'offset' that spec.sink.kafka "
         "would drop": {"transform": {"sql": "SELECT value, topic, offset FROM input"}},
+        "spec.transform: the output's column 'headers' is array<string>": {
+            "transform": {"sql": "SELECT value, array('x') AS headers FROM input"}
+        },
     }
     for index, (message, case) in enumerate(cases.items()):
         wire = {**base, **case, "checkpointLocation": str(tmp_path / f"checkpoint-{index}")}

@@ -103,7 +103,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     output = apply_transform(spark, read_input(spark, settings), settings)
     sink = settings.sink
     if sink.kafka is not None:
-        check_kafka_columns(output.columns)
+        check_kafka_columns(output.dtypes)
     writer = stream_writer(output, settings)
     # The transactional sink is the `enabled` step's switch (DESIGN 3.3): before it, the
     # job writes through Spark's own sink, as every producer of the pipeline does.

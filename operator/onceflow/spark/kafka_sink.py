@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from onceflow.api.columns import KAFKA_COLUMNS
 from onceflow.eos.clients import client_config
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
@@ -234,8 +235,16 @@ class OutputColumnsError(ValueError):
     """The transform's output does not fit a Kafka record."""
 
 
-def check_kafka_columns(columns: list[str]) -> None:
-    """Refuses, at the driver's start, output a Kafka sink would silently drop."""
+def check_kafka_columns(dtypes: list[tuple[str, str]]) -> None:
+    """Refuses, at the driver's start, output a Kafka sink would silently drop or fail
+    on in every batch (``dtypes``: the output's column names and Spark type names)."""
+    columns = dict(dtypes)
+    headers = columns.get("headers")
+    if headers is not None and headers != KAFKA_COLUMNS["headers"]:
+        raise OutputColumnsError(
+            f"spec.transform: the output's column 'headers' is {headers}; a Kafka sink "
+            f"writes headers as {KAFKA_COLUMNS['headers']} (as view `input` has them)"
+        )
     dropped = [c for c in columns if c not in KAFKA_RECORD_COLUMNS]
     if dropped or "value" not in columns:
         problem = (
