@@ -168,6 +168,23 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             _with(JOB, "spec.transform", {"sql": "SELECT 1", "configMap": "code"}),
             "configMap holds Python files",
         ),
+        (_with(JOB, "spec.dedup", {"columns": ["key"]}), "spec.dedup: needs spec.watermark"),
+        (
+            _with(
+                _with(JOB, "spec.dedup", {"columns": ["key", "Offset"]}),
+                "spec.watermark",
+                {"column": "ts", "delay": "1m"},
+            ),
+            "differ between deliveries of one record",
+        ),
+        (
+            _with(
+                _with(JOB, "spec.dedup", {"columns": ["key"]}),
+                "spec.watermark",
+                {"column": "timestamp", "delay": "1m"},
+            ),
+            "spec.watermark.column: with spec.dedup the event time must come from the record",
+        ),
     ],
 )
 def test_invalid_resources_are_rejected_naming_the_field(

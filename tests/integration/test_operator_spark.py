@@ -500,4 +500,3 @@ def test_a_streaming_driver_restarts_into_edited_settings_and_code_and_after_it_
     )
     _replaced(cluster, uid, "a new SparkApplication after the streaming driver exited")
     assert "DriverExited" in [event.reason for event in cluster.events("agg")]
-    assert cluster.condition("sparkjobs", "agg", "Ready").get("reason") != "Completed"

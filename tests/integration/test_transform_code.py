@@ -24,13 +24,15 @@ def test_the_driver_ships_a_copy_of_the_mounted_code_taken_at_start(
 ) -> None:
     mount = tmp_path / "transform"
     mount.mkdir()
-    (mount / "copied_shape.py").write_text("VERSION = 1\ndef transform(frame):\n    return frame\n")
+    module = "import pathlib\nVERSION = 1\ndef transform(frame):\n    return frame\n"
+    module += "LOOKUP = (pathlib.Path(__file__).parent / 'lookup.json').read_text()\n"
+    (mount / "copied_shape.py").write_text(module)
+    (mount / "lookup.json").write_text("{}")
     transform = Transform(module="copied_shape", config_map="code")
     try:
-        function = transform_function(spark, transform, str(mount))
+        transform_function(spark, transform, str(mount))
         (mount / "copied_shape.py").write_text("VERSION = 2\n")  # the ConfigMap edited
-        module = sys.modules["copied_shape"]
-        assert module.VERSION == 1 and function.__module__ == "copied_shape"
+        assert sys.modules["copied_shape"].LOOKUP == "{}", "a data file beside the module"
         shipped = [f for f in spark.sparkContext.listFiles if "copied_shape" in f]
         assert shipped, "the module was not handed to Spark for the executors"
         assert not [f for f in shipped if str(mount) in f], shipped

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
@@ -19,6 +19,10 @@ from onceflow.api.columns import (
 )
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import CommonStatus
+
+# A column name of view `input`; bounded so CEL rules over names fit the API server's
+# cost budget.
+ColumnName = Annotated[str, Field(min_length=1, max_length=128)]
 
 # Tens of seconds of work for the exactly-once sink at its measured rates: far inside
 # the default 60 s transaction timeout, large enough that batches stay efficient.
@@ -274,8 +278,7 @@ class Watermark(ApiModel):
     """Event time and how late a record may be: what bounds the state of aggregations
     and of ``dedup`` (Spark drops state older than the watermark)."""
 
-    column: str = Field(
-        min_length=1,
+    column: ColumnName = Field(
         description="Event-time column of view `input`: `timestamp` (Kafka's) or a "
         "TIMESTAMP field of input.valueSchema.",
     )
@@ -295,11 +298,36 @@ class Dedup(ApiModel):
     `input` has no per-delivery columns (topic, partition, offset, timestamp,
     timestampType)."""
 
-    columns: list[str] = Field(
+    columns: list[ColumnName] = Field(
         min_length=1,
         max_length=16,
         description="Columns of view `input` that together identify a record.",
     )
+
+
+DEDUP_NEEDS_WATERMARK = "spec.dedup: needs spec.watermark, which bounds how long ids are kept"
+DELIVERY_ID = (
+    "spec.dedup.columns: {columns} differ between deliveries of one record, so they cannot "
+    "identify it; use the record's own id (key, or a field of input.valueSchema)"
+)
+DELIVERY_EVENT_TIME = (
+    "spec.watermark.column: with spec.dedup the event time must come from the record (a "
+    "TIMESTAMP field of input.valueSchema): Kafka's {column} differs between deliveries "
+    "of one record"
+)
+_DELIVERY = "[" + ", ".join(f"'{c.lower()}'" for c in DELIVERY_COLUMNS) + "]"
+DEDUP_RULES: tuple[tuple[str, str], ...] = (
+    ("!has(self.dedup) || has(self.watermark)", DEDUP_NEEDS_WATERMARK),
+    (
+        f"!has(self.dedup) || !self.dedup.columns.exists(c, c.lowerAscii() in {_DELIVERY})",
+        DELIVERY_ID.format(columns=", ".join(DELIVERY_COLUMNS)),
+    ),
+    (
+        f"!has(self.dedup) || !has(self.watermark) || "
+        f"!(self.watermark.column.lowerAscii() in {_DELIVERY})",
+        DELIVERY_EVENT_TIME.format(column="timestamp"),
+    ),
+)
 
 
 class OutputMode(StrEnum):
@@ -453,7 +481,10 @@ def _spark_job_rules() -> ConfigDict:
     mode_rules: list[JsonValue] = [
         {"rule": f"!({rule})", "message": message} for rule, message in OUTPUT_MODE_RULES
     ]
-    return _rules(*_cpu_request_rules(), *mode_rules)
+    dedup_rules: list[JsonValue] = [
+        {"rule": rule, "message": message} for rule, message in DEDUP_RULES
+    ]
+    return _rules(*_cpu_request_rules(), *mode_rules, *dedup_rules)
 
 
 class SparkJobSpec(ApiModel):
@@ -549,9 +580,7 @@ class SparkJobSpec(ApiModel):
                 )
         if self.dedup is not None:
             if self.watermark is None:
-                raise ValueError(
-                    "spec.dedup: needs spec.watermark, which bounds how long ids are kept"
-                )
+                raise ValueError(DEDUP_NEEDS_WATERMARK)
             unknown = [c for c in self.dedup.columns if column_type(columns, c) is None]
             if unknown:
                 raise ValueError(
@@ -561,17 +590,9 @@ class SparkJobSpec(ApiModel):
                 )
             delivery = {c.lower() for c in DELIVERY_COLUMNS}
             if per_delivery := [c for c in self.dedup.columns if c.lower() in delivery]:
-                raise ValueError(
-                    f"spec.dedup.columns: {', '.join(map(repr, per_delivery))} differ between "
-                    "deliveries of one record, so they cannot identify it; use the record's "
-                    "own id (key, or a field of input.valueSchema)"
-                )
+                raise ValueError(DELIVERY_ID.format(columns=", ".join(per_delivery)))
             if self.watermark.column.lower() in delivery:
-                raise ValueError(
-                    f"spec.watermark.column: with spec.dedup the event time must come from "
-                    f"the record (a TIMESTAMP field of input.valueSchema): Kafka's "
-                    f"{self.watermark.column!r} differs between deliveries of one record"
-                )
+                raise ValueError(DELIVERY_EVENT_TIME.format(column=self.watermark.column))
         return self
 
     @property

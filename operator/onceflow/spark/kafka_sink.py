@@ -228,7 +228,9 @@ def _spread(sql: Any) -> Any:
 
 # What a Kafka record holds: any other output column would be silently dropped.
 KAFKA_RECORD_COLUMNS = ("key", "value", "headers")
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+HEADERS_TYPE = KAFKA_COLUMNS["headers"]
+# Header lists the sink casts to HEADERS_TYPE (text values become their UTF-8 bytes).
+CASTABLE_HEADERS = (HEADERS_TYPE, "array<struct<key:string,value:string>>")
 
 
 class OutputColumnsError(ValueError):
@@ -240,10 +242,11 @@ def check_kafka_columns(dtypes: list[tuple[str, str]]) -> None:
     on in every batch (``dtypes``: the output's column names and Spark type names)."""
     columns = dict(dtypes)
     headers = columns.get("headers")
-    if headers is not None and headers != KAFKA_COLUMNS["headers"]:
+    if headers is not None and headers not in CASTABLE_HEADERS:
         raise OutputColumnsError(
             f"spec.transform: the output's column 'headers' is {headers}; a Kafka sink "
-            f"writes headers as {KAFKA_COLUMNS['headers']} (as view `input` has them)"
+            f"writes headers as {HEADERS_TYPE} (as view `input` has them; string "
+            "values are taken too)"
         )
     dropped = [c for c in columns if c not in KAFKA_RECORD_COLUMNS]
     if dropped or "value" not in columns:

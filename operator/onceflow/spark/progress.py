@@ -128,8 +128,9 @@ def progress_listener(job: str, annotator: PodAnnotator) -> Any:
 
 def report_progress(spark: Any, job: str, metrics_port: int) -> PodAnnotator:
     """Starts ``/metrics`` (port 0: none) and reports every batch from now on; the
-    caller flushes the returned annotator once the query has ended (Spark's listener
-    bus may not deliver its last events before the driver exits)."""
+    caller flushes the returned annotator once the query has ended. Best effort: Spark's
+    listener bus is asynchronous, so a last progress still on it when the driver exits
+    is not annotated."""
     if metrics_port:
         try:
             start_http_server(metrics_port)

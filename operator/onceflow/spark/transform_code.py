@@ -25,14 +25,17 @@ class TransformNotFoundError(LookupError):
 
 
 def _ship(spark: Any, directory: Path) -> list[str]:
-    """Copies the modules, puts the copy on the driver's path and hands it to Spark."""
+    """Copies the ConfigMap's files (data files a module reads beside itself too), puts
+    the copy on the driver's path and hands its modules to Spark."""
     copy = Path(tempfile.mkdtemp(prefix="onceflow-transform-"))
-    files = sorted(p for p in directory.iterdir() if p.suffix == ".py" and p.is_file())
-    for path in files:
-        shutil.copyfile(path, copy / path.name)
-        spark.sparkContext.addPyFile(str(copy / path.name))
+    for path in directory.iterdir():
+        if path.is_file() and not path.name.startswith("."):  # not the mount's ..data
+            shutil.copyfile(path, copy / path.name)
+    modules = sorted(p for p in copy.iterdir() if p.suffix == ".py")
+    for path in modules:
+        spark.sparkContext.addPyFile(str(path))
     sys.path.insert(0, str(copy))
-    return [p.name for p in files]
+    return [p.name for p in modules]
 
 
 def transform_function(
