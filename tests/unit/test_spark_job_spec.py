@@ -5,10 +5,12 @@ query progress the status shows."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
 from onceflow.api import parse_resources
@@ -17,7 +19,7 @@ from onceflow.api.spark import SparkJob, SparkJobSpec
 from onceflow.logic.query_progress import PROGRESS_ANNOTATION, driver_progress, query_progress
 from onceflow.logic.resolve import transform_code_problem
 from onceflow.render import render_resources
-from onceflow.spark.progress import PodAnnotator
+from onceflow.spark.progress import PodAnnotator, export
 from tests.support.testbed import ROOT
 
 KAFKA = {"kafka": {"topic": "out", "partitions": 2}}
@@ -207,6 +209,23 @@ def test_query_progress_keeps_what_the_status_shows() -> None:
     stateless = query_progress({**SPARK_PROGRESS, "stateOperators": [], "eventTime": {}})
     assert stateless.state_rows is None and stateless.watermark is None
     assert stateless.rows_dropped_by_watermark is None
+
+
+def test_the_drivers_gauges_show_the_last_batch() -> None:
+    progress = query_progress(SPARK_PROGRESS)
+    export("gauges-job", progress)
+
+    def sample(name: str) -> float | None:
+        return REGISTRY.get_sample_value(f"onceflow_spark_{name}", {"job": "gauges-job"})
+
+    assert sample("batch_id") == 41
+    assert sample("input_rows") == 1200
+    assert sample("input_rows_per_second") == 0  # Spark's NaN: no interval yet
+    assert sample("batch_seconds") == 0.5
+    assert sample("sink_commit_seconds") == 0.31
+    assert sample("state_rows") == 312
+    assert sample("rows_dropped_by_watermark") == 5
+    assert sample("watermark_seconds") == datetime(2026, 1, 1, 0, 1, tzinfo=UTC).timestamp()
 
 
 def test_a_progress_held_back_by_the_throttle_is_annotated_when_flushed() -> None:
