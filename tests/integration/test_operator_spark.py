@@ -86,15 +86,15 @@ def _application(cluster: Cluster) -> dict[str, Any] | None:
     return items[0] if items else None
 
 
-def _report_running(cluster: Cluster) -> None:
-    """What the Spark operator would do once the driver runs."""
+def _report_state(cluster: Cluster, state: str) -> None:
+    """What the Spark operator would report of the driver (RUNNING, COMPLETED, ...)."""
     cluster.custom.patch_namespaced_custom_object_status(
         "sparkoperator.k8s.io",
         "v1beta2",
         cluster.namespace,
         "sparkapplications",
         "agg",
-        {"status": {"applicationState": {"state": "RUNNING"}, "driverInfo": {}}},
+        {"status": {"applicationState": {"state": state}, "driverInfo": {}}},
     )
 
 
@@ -107,7 +107,7 @@ def _running_in(cluster: Cluster, mode: str) -> bool:
     labels = app.get("metadata", {}).get("labels", {})
     if state != "RUNNING" and labels.get("onceflow.io/mode") == mode:
         try:
-            _report_running(cluster)
+            _report_state(cluster, "RUNNING")
         except ApiException as error:
             if error.status != 404:  # replaced in between: the next poll sees the new one
                 raise
@@ -346,7 +346,7 @@ def test_a_replaced_driver_counts_as_gone_only_when_its_pods_are(
             },
         },
     )
-    _report_running(cluster)
+    _report_state(cluster, "RUNNING")
     wait_for(
         lambda: cluster.status("sparkjobs", "agg").get("observedMode") == "disabled",
         30,
@@ -410,14 +410,7 @@ def test_an_available_now_job_with_configmap_code_completes_and_shows_its_progre
     assert {"name": "shape-code", "path": "/opt/onceflow/transform"} in app["spec"]["driver"][
         "configMaps"
     ]
-    cluster.custom.patch_namespaced_custom_object_status(
-        "sparkoperator.k8s.io",
-        "v1beta2",
-        cluster.namespace,
-        "sparkapplications",
-        "agg",
-        {"status": {"applicationState": {"state": "COMPLETED"}, "driverInfo": {}}},
-    )
+    _report_state(cluster, "COMPLETED")
     wait_for(
         lambda: cluster.condition("sparkjobs", "agg", "Ready").get("reason") == "Completed",
         30,
@@ -490,13 +483,6 @@ def test_a_streaming_driver_restarts_into_edited_settings_and_code_and_after_it_
     )
     assert settings["outputMode"] == "update"
 
-    cluster.custom.patch_namespaced_custom_object_status(
-        "sparkoperator.k8s.io",
-        "v1beta2",
-        cluster.namespace,
-        "sparkapplications",
-        "agg",
-        {"status": {"applicationState": {"state": "COMPLETED"}, "driverInfo": {}}},
-    )
+    _report_state(cluster, "COMPLETED")
     _replaced(cluster, uid, "a new SparkApplication after the streaming driver exited")
     assert "DriverExited" in [event.reason for event in cluster.events("agg")]
