@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 # Codes meaning "another producer with this transactional.id took over".
 _FENCED_CODES = {
@@ -56,6 +58,28 @@ def describe_access_error(error: KafkaError, what: str) -> str | None:
     if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
         return f"{what}: not authorized; grant WRITE/READ/DESCRIBE on the topic"
     return None
+
+
+# Failures of the connection rather than answers from the cluster: a metadata request
+# lost with its connection (a process paused past librdkafka's connection setup
+# timeout, a broker restarting) fails at once instead of waiting for the next one.
+_CONNECTION_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def cluster_metadata(
+    client: AdminClient | Producer | Consumer, topic: str | None = None, timeout_s: float = 30
+) -> ClusterMetadata:
+    """``list_topics`` retried over lost connections until ``timeout_s``, which
+    librdkafka does not do: one dropped socket would otherwise fail a task's start."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            return client.list_topics(topic, timeout=left)
+        except KafkaException as error:
+            if error.args[0].code() not in _CONNECTION_CODES or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
 def initialise_transactions(producer: Producer, timeout_s: float, topic: str | None = None) -> None:

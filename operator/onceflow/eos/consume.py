@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator, Mapping
 from confluent_kafka import Consumer, IsolationLevel, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from onceflow.eos.clients import client_config
+from onceflow.eos.clients import client_config, cluster_metadata
 
 # Short: the loop ends on the position, which moves past control records without
 # delivering a message, so a long poll would only wait for nothing.
@@ -31,7 +31,7 @@ def end_offsets(
 ) -> dict[int, int]:
     """High watermarks per partition, open transactions included."""
     admin = AdminClient(client_config(bootstrap, extra))
-    metadata = admin.list_topics(topic, timeout=timeout_s)
+    metadata = cluster_metadata(admin, topic, timeout_s)
     described = metadata.topics[topic]
     if described.error is not None:
         raise LookupError(f"topic {topic!r}: {described.error.str()}")

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
-from onceflow.eos.clients import client_config
+from onceflow.eos.clients import client_config, cluster_metadata
 from onceflow.eos.consume import read_to_end
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def ensure_topic(
 ) -> None:
     """Creates ``topic`` unless it exists; an existing topic is left as it is."""
     admin = AdminClient(client_config(bootstrap, extra))
-    brokers = len(admin.list_topics(timeout=30).brokers)
+    brokers = len(cluster_metadata(admin).brokers)
     replicas = max(1, min(REPLICATION_FACTOR, brokers))
     spec = NewTopic(topic, partitions, replication_factor=replicas, config=dict(config or {}))
     try:
@@ -78,7 +78,7 @@ def ensure_offsets_topic(
     by a tool's defaults) has one partition and compaction."""
     ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra)
     admin = AdminClient(client_config(bootstrap, extra))
-    partitions = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+    partitions = len(cluster_metadata(admin, topic).topics[topic].partitions)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         configs = admin.describe_configs([resource])[resource].result(timeout=30)

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
-from onceflow.eos.clients import client_config
+from onceflow.eos.clients import client_config, cluster_metadata
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import Record, TransactionalWriter
@@ -89,7 +89,7 @@ def _partition_count(target: SinkTarget, topic: str) -> int:
     admin = AdminClient(client_config(target.bootstrap, target.extra))
     deadline = time.monotonic() + METADATA_WAIT_S
     while True:
-        found = len(admin.list_topics(topic, timeout=30).topics[topic].partitions)
+        found = len(cluster_metadata(admin, topic).topics[topic].partitions)
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
@@ -145,7 +145,7 @@ def committed_markers(target: SinkTarget) -> list[SinkMarker]:
     """The last marker of every output partition this job ever wrote under the target's
     prefix, any layout (none when that prefix's marker topic does not exist)."""
     admin = AdminClient(client_config(target.bootstrap, target.extra))
-    if target.marker_topic not in admin.list_topics(timeout=30).topics:
+    if target.marker_topic not in cluster_metadata(admin).topics:
         return []
     own = sink_transactional_id_stem(target.prefix, target.job).encode()
     last: dict[bytes, SinkMarker] = {}
