@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cProfile
 import tempfile
 import threading
 import time
@@ -22,7 +23,12 @@ JSON_OVERHEAD = 30  # bytes of {"stream":"s0","seq":12345} around the padding
 
 
 def run_source(
-    bootstrap: str, mode: ExactlyOnceMode, records: int, record_bytes: int, batch: int
+    bootstrap: str,
+    mode: ExactlyOnceMode,
+    records: int,
+    record_bytes: int,
+    batch: int,
+    profile: cProfile.Profile | None = None,
 ) -> tuple[float, str]:
     """Runs one sequence task in-process until ``records`` are durable; returns
     (records per second, topic)."""
@@ -33,7 +39,7 @@ def run_source(
         "padBytes": max(0, record_bytes - JSON_OVERHEAD),
         "assigned": ["s0", "s1", "s2", "s3"],
     }
-    return run_task(bootstrap, mode, SequenceConnector(), "sequence", config, records)
+    return run_task(bootstrap, mode, SequenceConnector(), "sequence", config, records, profile)
 
 
 def run_task(
@@ -43,9 +49,10 @@ def run_task(
     connector_type: str,
     config: dict[str, Any],
     records: int,
+    profile: cProfile.Profile | None = None,
 ) -> tuple[float, str]:
     """Runs task 0 of ``connector`` in-process until ``records`` are durable; returns
-    (records per second, topic)."""
+    (records per second, topic). ``profile`` records the task's thread."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     state = Path(tempfile.mkdtemp()) / "state.json"
     store_record(state, GenerationRecord(1, 1, 1, mode, "bench", (), "", "bench"))
@@ -65,7 +72,14 @@ def run_task(
     )
     stop = threading.Event()
     runner = TaskRunner(settings, connector, FileGenerationAuthority(str(state)), stop)
-    thread = threading.Thread(target=runner.run)
+
+    def work() -> None:
+        if profile is None:
+            runner.run()
+        else:
+            profile.runcall(runner.run)
+
+    thread = threading.Thread(target=work)
     started = time.perf_counter()
     thread.start()
     while runner.metrics.records < records and thread.is_alive():
