@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import time
 import uuid
@@ -22,6 +21,7 @@ from _harness import JSON_OVERHEAD, run_source
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.api import ExactlyOnceMode
+from onceflow.connectors.sequence import ENCODE_COMPACT
 from onceflow.eos.consume import end_offsets
 from onceflow.eos.offsets import ensure_topic
 
@@ -49,7 +49,7 @@ def raw_rate(bootstrap: str, mode: ExactlyOnceMode, records: int, size: int, bat
         for n in range(first, min(first + batch, records)):
             stream = streams[n % 4]
             body = {"stream": stream, "seq": n // 4 + 1, "pad": pad}
-            value = json.dumps(body, separators=(",", ":")).encode()
+            value = ENCODE_COMPACT(body).encode()
             while True:
                 try:
                     producer.produce(topic, value, stream.encode())

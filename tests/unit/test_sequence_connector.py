@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onceflow.api.connector import TaskContext
@@ -28,3 +28,41 @@ def test_task_resumes_after_the_stored_offset_and_stops_at_the_limit() -> None:
     assert [r.source_offset["seq"] for r in records] == [8, 9]
     assert task.poll() == []
     assert offset_value(records[-1].source_offset) == b'{"seq":9}'
+
+
+def _round_robin(firsts: list[int], limit: int | None, batch: int) -> list[tuple[str, int]]:
+    """What one poll must return: one number of each live stream per round."""
+    nexts = dict(enumerate(firsts))
+    out: list[tuple[str, int]] = []
+    while len(out) < batch:
+        live = [i for i, n in nexts.items() if limit is None or n <= limit]
+        if not live:
+            break
+        for i in live[: batch - len(out)]:
+            out.append((f"s{i}", nexts[i]))
+            nexts[i] += 1
+    return out
+
+
+@settings(deadline=None)  # timing is not what these check; CI machines are loaded
+@given(
+    stored=st.lists(st.one_of(st.none(), st.integers(0, 12)), min_size=1, max_size=6),
+    limit=st.one_of(st.none(), st.integers(1, 12)),
+    batch=st.integers(1, 30),
+)
+def test_a_poll_takes_streams_round_robin_from_their_offsets_up_to_the_limit(
+    stored: list[int | None], limit: int | None, batch: int
+) -> None:
+    offsets = StoredOffsets(
+        {
+            f'{{"stream":"s{i}"}}'.encode(): {"seq": seq}
+            for i, seq in enumerate(stored)
+            if seq is not None
+        }
+    )
+    task = SequenceTask()
+    config = {"assigned": [f"s{i}" for i in range(len(stored))], "limit": limit, "batchSize": batch}
+    task.start(TaskContext(task_id=0, config=config, offsets=offsets))
+    firsts = [1 if seq is None else seq + 1 for seq in stored]
+    got = [(r.key.decode(), r.source_offset["seq"]) for r in task.poll() if r.key is not None]
+    assert got == _round_robin(firsts, limit, batch)

@@ -17,9 +17,12 @@ SourcePartition = Mapping[str, Any]
 SourceOffset = Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SourceRecord:
-    """One record and the position in the source system it was read from."""
+    """One record and the position in the source system it was read from. Not to be
+    changed once ``poll`` returned it: the runtime keeps it until its transaction
+    commits. Not frozen because a frozen dataclass costs a microsecond more to build,
+    a sixth of the raw producer's time per small record."""
 
     source_partition: SourcePartition
     source_offset: SourceOffset

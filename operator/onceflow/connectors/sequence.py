@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
 and demos can watch a pipeline mid-flight instead of after it finished."""
 
 
+# One encoder for every record: ``json.dumps`` with separators builds a new one per call.
+ENCODE_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def stream_name(index: int) -> str:
     return f"s{index}"
 
@@ -59,16 +63,16 @@ class SequenceTask(SourceTask):
             return []
         self.last_batch_at = now
         records: list[SourceRecord] = []
-        live = [s for s in self.streams if self.limit is None or self.next_seq[s] <= self.limit]
-        while live and len(records) < self.batch_size:
-            for stream in list(live):
-                seq = self.next_seq[stream]
-                records.append(self._record(stream, seq))
-                self.next_seq[stream] = seq + 1
-                if self.limit is not None and seq >= self.limit:
-                    live.remove(stream)
-                if len(records) >= self.batch_size:
-                    break
+        limit, next_seq, record = self.limit, self.next_seq, self._record
+        while len(records) < self.batch_size:
+            # One round: the next number of every live stream, while the batch has room.
+            live = [s for s in self.streams if limit is None or next_seq[s] <= limit]
+            if not live:
+                break
+            for stream in live[: self.batch_size - len(records)]:
+                seq = next_seq[stream]
+                records.append(record(stream, seq))
+                next_seq[stream] = seq + 1
         return records
 
     def _record(self, stream: str, seq: int) -> SourceRecord:
@@ -76,10 +80,7 @@ class SequenceTask(SourceTask):
         if self.pad:
             body["pad"] = self.pad
         return SourceRecord(
-            source_partition={"stream": stream},
-            source_offset={"seq": seq},
-            key=stream.encode(),
-            value=json.dumps(body, separators=(",", ":")).encode(),
+            {"stream": stream}, {"seq": seq}, ENCODE_COMPACT(body).encode(), stream.encode()
         )
 
 

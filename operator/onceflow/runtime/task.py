@@ -37,11 +37,11 @@ from onceflow.api.source import TransactionBoundary
 from onceflow.api.task import TaskSettings
 from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import (
+    OffsetKeys,
     OffsetsTopicError,
     StoredOffsets,
     ensure_offsets_topic,
     ensure_topic,
-    offset_key,
     read_offsets,
 )
 from onceflow.eos.writer import (
@@ -90,11 +90,11 @@ class PendingBatch:
     def open(self) -> bool:
         return bool(self.records)
 
-    def add(self, owner: str, record: SourceRecord) -> None:
+    def add(self, key: bytes, record: SourceRecord) -> None:
+        """Adds ``record``; ``key`` is its partition's offset key."""
         if not self.records:
             self.opened_at = time.monotonic()
         self.records.append(record)
-        key = offset_key(owner, record.source_partition)
         self.offsets[key] = (record.source_partition, record.source_offset)
 
     def age_ms(self) -> float:
@@ -253,6 +253,7 @@ class TaskRunner:
     ) -> None:
         s = self.settings
         batch = PendingBatch()
+        offset_keys = OffsetKeys(s.offsets_owner)
 
         def commit() -> None:
             nonlocal batch
@@ -300,8 +301,8 @@ class TaskRunner:
                 if not batch.open:
                     writer.begin()
                 writer.send_record(record, s.topic)
-                batch.add(s.offsets_owner, record)
-                if id(record) in after:
+                batch.add(offset_keys.of(record.source_partition), record)
+                if after and id(record) in after:
                     act(after[id(record)])
             for request in requests:
                 if request.after is None:
@@ -339,14 +340,16 @@ class TaskRunner:
         writer = IdempotentWriter(s.bootstrap_servers, extra=s.kafka_config)
         task = self._start_task(self._read_offsets(), None)
         batch = PendingBatch()
+        offset_keys = OffsetKeys(s.offsets_owner)
         try:
             last_flush = time.monotonic()
             while True:
                 stopping = self.stop.is_set()
                 records = [] if stopping else task.poll()
-                for record in records:
-                    writer.send_record(record, s.topic)
-                    batch.add(s.offsets_owner, record)
+                send, add, key_of, topic = writer.send_record, batch.add, offset_keys.of, s.topic
+                for record in records:  # the hot loop: names bound once per poll
+                    send(record, topic)
+                    add(key_of(record.source_partition), record)
                 due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
                 if batch.open and (due or stopping):
                     started = time.monotonic()
