@@ -29,9 +29,11 @@ def run_source(
     record_bytes: int,
     batch: int,
     profile: cProfile.Profile | None = None,
+    interval_ms: int | None = None,
 ) -> tuple[float, str]:
     """Runs one sequence task in-process until ``records`` are durable; returns
-    (records per second, topic)."""
+    (records per second, topic). ``interval_ms``: commit on that interval instead of
+    after every poll."""
     config = {
         "streams": 4,
         "limit": records // 4,
@@ -39,7 +41,9 @@ def run_source(
         "padBytes": max(0, record_bytes - JSON_OVERHEAD),
         "assigned": ["s0", "s1", "s2", "s3"],
     }
-    return run_task(bootstrap, mode, SequenceConnector(), "sequence", config, records, profile)
+    return run_task(
+        bootstrap, mode, SequenceConnector(), "sequence", config, records, profile, interval_ms
+    )
 
 
 def run_task(
@@ -50,9 +54,11 @@ def run_task(
     config: dict[str, Any],
     records: int,
     profile: cProfile.Profile | None = None,
+    interval_ms: int | None = None,
 ) -> tuple[float, str]:
     """Runs task 0 of ``connector`` in-process until ``records`` are durable; returns
-    (records per second, topic). ``profile`` records the task's thread."""
+    (records per second, topic). ``profile`` records the task's thread; ``interval_ms``
+    sets the interval transaction boundary (default: one transaction per poll)."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     state = Path(tempfile.mkdtemp()) / "state.json"
     store_record(state, GenerationRecord(1, 1, 1, mode, "bench", (), "", "bench"))
@@ -67,7 +73,10 @@ def run_task(
         transactional_id=f"{name}-0",
         connector_type=connector_type,
         connector_config=config,
-        transaction_boundary=TransactionBoundary.POLL,
+        transaction_boundary=(
+            TransactionBoundary.POLL if interval_ms is None else TransactionBoundary.INTERVAL
+        ),
+        **({} if interval_ms is None else {"transaction_interval_ms": interval_ms}),
         authority=FileAuthority(path=str(state)),
     )
     stop = threading.Event()
