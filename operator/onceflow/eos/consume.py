@@ -52,17 +52,19 @@ def read_to_end(
     isolation: str = "read_committed",
     timeout_s: float = 120,
     partitions: Collection[int] | None = None,
+    span: Mapping[int, tuple[int, int]] | None = None,
 ) -> Iterator[Message]:
-    """Every record readable at ``isolation`` up to the end offsets taken at the start.
+    """Every record readable at ``isolation`` up to the end offsets taken at the start,
+    or, with ``span``, each partition's records in ``[start, end)`` of its span.
 
     Raises TimeoutError naming the partitions still held back (an open transaction of
     a live producer) when the end is not reached within ``timeout_s``.
     """
-    ends = {
-        p: end
-        for p, end in end_offsets(bootstrap, topic, extra, partitions=partitions).items()
-        if end > 0
-    }
+    if span is None:
+        found = end_offsets(bootstrap, topic, extra, partitions=partitions)
+        span = {p: (0, end) for p, end in found.items()}
+    starts = {p: start for p, (start, end) in span.items() if end > start}
+    ends = {p: span[p][1] for p in starts}
     if not ends:
         return
     consumer = Consumer(
@@ -82,7 +84,7 @@ def read_to_end(
         # An absolute offset starts fetching at once; a logical one (BEGINNING) waits for
         # a timed offset query (~0.5 s) when the leader is not known yet. A log that no
         # longer starts at 0 is reset to its earliest offset by auto.offset.reset.
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in ends])
         deadline = time.monotonic() + timeout_s
         remaining = dict(ends)
         while remaining:
@@ -98,7 +100,9 @@ def read_to_end(
                 )
             message = consumer.poll(POLL_S)
             if message is not None and message.error() is None:
-                yield message
+                offset, partition = message.offset(), message.partition()
+                if offset is not None and partition is not None and offset < ends[partition]:
+                    yield message
             for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
                 if tp.offset >= remaining[tp.partition]:
                     del remaining[tp.partition]

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
 from onceflow.eos.clients import client_config, cluster_metadata
-from onceflow.eos.consume import read_to_end
+from onceflow.eos.consume import end_offsets, read_to_end
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import Record, TransactionalWriter
 from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
@@ -125,20 +125,35 @@ def _marker_keys(target: SinkTarget, partition: int) -> tuple[bytes, bytes]:
     return own, str(partition).encode()
 
 
+# The newest marker of a partition is near the end of its marker partition, behind at
+# most the markers of the partitions sharing it and the control records: it is looked
+# for in growing windows from the end, not read from offset 0 every batch (the head
+# compaction has not reached yet grows with every batch).
+MARKER_WINDOW = 64
+
+
 def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
     """The last marker committed to ``partition`` (None if none yet)."""
     keys = _marker_keys(target, partition)
-    last = None
-    for message in read_to_end(
-        target.bootstrap,
-        target.marker_topic,
-        extra=target.extra,
-        partitions=[partition % target.marker_partitions],
-    ):
-        value = message.value()
-        if message.key() in keys:
-            last = SinkMarker.decode(value) if value else None
-    return last
+    where = partition % target.marker_partitions
+    end = end_offsets(target.bootstrap, target.marker_topic, target.extra, partitions=[where])
+    upto, window = end[where], MARKER_WINDOW
+    while upto > 0:
+        start = max(0, upto - window)
+        found, last = False, None
+        for message in read_to_end(
+            target.bootstrap,
+            target.marker_topic,
+            extra=target.extra,
+            span={where: (start, upto)},
+        ):
+            if message.key() in keys:
+                value = message.value()
+                found, last = True, SinkMarker.decode(value) if value else None
+        if found:
+            return last
+        upto, window = start, window * 4
+    return None
 
 
 def committed_markers(target: SinkTarget) -> list[SinkMarker]:
@@ -156,6 +171,58 @@ def committed_markers(target: SinkTarget) -> list[SinkMarker]:
     return list(last.values())
 
 
+class PartitionWrite:
+    """One output partition's transaction in one task: initialised first (fencing any
+    earlier attempt), skipped whole if its marker says this batch is already there,
+    committed with its marker once the task has sent every row it holds."""
+
+    def __init__(self, target: SinkTarget, batch_id: int, partition: int) -> None:
+        self.target, self.batch_id, self.partition = target, batch_id, partition
+        self.written = 0
+        self.writer = TransactionalWriter(
+            target.bootstrap,
+            sink_transactional_id(target.prefix, target.job, partition),
+            extra=target.extra,
+            transaction_timeout_ms=target.transaction_timeout_ms,
+        )
+        try:
+            self.writer.initialize(topic=target.topic)
+            marker = committed_marker(target, partition)
+            # A replay of a batch this query already committed here writes nothing.
+            self.skip = already_written(marker, target.query, batch_id, target.layout)
+            if not self.skip:
+                self.writer.begin()
+        except BaseException:
+            self.writer.close()
+            raise
+
+    def send(self, rows: Iterable[Record]) -> None:
+        if self.skip:
+            return
+        if self.target.fail_once_flag:
+            rows = _failing_after(
+                rows, 10, self.target.fail_once_flag, self.partition, self.batch_id
+            )
+        self.written += self.writer.send_rows(self.target.topic, self.partition, rows)
+
+    def commit(self) -> int:
+        """Commits rows and marker; returns the rows written (0 when skipped)."""
+        if not self.skip:
+            t = self.target
+            marker = SinkMarker(batch=self.batch_id, query=t.query, layout=t.layout)
+            self.writer.send(
+                t.marker_topic,
+                _marker_keys(t, self.partition)[0],
+                marker.encode(),
+                partition=self.partition % t.marker_partitions,
+            )
+            self.writer.commit()
+        return self.written
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 def write_partition(
     target: SinkTarget,
     batch_id: int,
@@ -163,33 +230,12 @@ def write_partition(
     rows: Iterable[Record],
 ) -> int:
     """Writes one output partition of one batch exactly once; returns rows written."""
-    writer = TransactionalWriter(
-        target.bootstrap,
-        sink_transactional_id(target.prefix, target.job, partition),
-        extra=target.extra,
-        transaction_timeout_ms=target.transaction_timeout_ms,
-    )
+    write = PartitionWrite(target, batch_id, partition)
     try:
-        writer.initialize(topic=target.topic)
-        marker = committed_marker(target, partition)
-        if already_written(marker, target.query, batch_id, target.layout):
-            return 0  # a replay of a batch this query already committed here
-        writer.begin()
-        if target.fail_once_flag:
-            rows = _failing_after(rows, 10, target.fail_once_flag, partition, batch_id)
-        written = writer.send_rows(target.topic, partition, rows)
-        written_marker = SinkMarker(batch=batch_id, query=target.query, layout=target.layout)
-        own_key = _marker_keys(target, partition)[0]
-        writer.send(
-            target.marker_topic,
-            own_key,
-            written_marker.encode(),
-            partition=partition % target.marker_partitions,
-        )
-        writer.commit()
-        return written
+        write.send(rows)
+        return write.commit()
     finally:
-        writer.close()
+        write.close()
 
 
 class InjectedSinkFailureError(RuntimeError):
@@ -302,11 +348,13 @@ def _record_headers(
     return [(h["key"], h["value"]) for h in headers] if headers else None
 
 
-def write_sorted_partitions(
-    target: SinkTarget, batch_id: int
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """``mapInArrow`` step over rows sorted by output partition: one transaction per
-    output partition, streamed (a partition's rows are never all held in memory)."""
+def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``mapInArrow`` step: one transaction per output partition the task holds, all
+    committed at the task's end. The shuffle normally gives each task one partition's
+    rows; should it ever give several, even interleaved (a coalescing optimiser), each
+    still gets one transaction, so no sort is needed to keep a partition in one piece
+    (a partition written in two pieces would lose the second: its marker would say
+    the batch is there)."""
 
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -322,13 +370,20 @@ def write_sorted_partitions(
                 strict=True,
             )
         )
-        for partition, group in itertools.groupby(rows, key=lambda row: row[0]):
-            records = ((k, v, _record_headers(h)) for _, k, v, h in group)
-            written = write_partition(target, batch_id, partition, records)
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([partition], pa.int32()), pa.array([written], pa.int64())],
-                names=[PARTITION_COLUMN, "written"],
-            )
+        writes: dict[int, PartitionWrite] = {}
+        try:
+            for partition, run in itertools.groupby(rows, key=lambda row: row[0]):
+                if partition not in writes:
+                    writes[partition] = PartitionWrite(target, batch_id, partition)
+                writes[partition].send((k, v, _record_headers(h)) for _, k, v, h in run)
+            written = {partition: write.commit() for partition, write in writes.items()}
+        finally:
+            for write in writes.values():
+                write.close()
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(list(written), pa.int32()), pa.array(list(written.values()), pa.int64())],
+            names=[PARTITION_COLUMN, "written"],
+        )
 
     return write
 
@@ -351,9 +406,9 @@ def where_batch_started(target: SinkTarget, batch_id: int) -> SinkTarget:
 
 
 class ExactlyOnceKafkaSink:
-    """The ``foreachBatch`` function: Spark shuffles rows to their output partitions
-    and sorts them in the JVM; Python only sees Arrow batches and writes each output
-    partition's rows and batch marker in one transaction."""
+    """The ``foreachBatch`` function: Spark shuffles rows to their output partitions in
+    the JVM; Python only sees Arrow batches and writes each output partition's rows and
+    batch marker in one transaction."""
 
     def __init__(self, target: SinkTarget) -> None:
         self.target = prepare_topics(target)
@@ -367,15 +422,13 @@ class ExactlyOnceKafkaSink:
         if self.first_batch:
             self.first_batch = False
             target = where_batch_started(target, batch_id)
-        # The sort keeps the writer correct even if a shuffle partition ever holds more
-        # than one output partition; normally each holds exactly one.
-        grouped = (
-            with_output_partition(frame, target.partitions)
-            .repartition(target.partitions, _spread(sql))
-            .sortWithinPartitions(PARTITION_COLUMN)
+        # Hash-partitioned by the very expression the output partition is computed
+        # from: each task holds whole output partitions, normally exactly one.
+        grouped = with_output_partition(frame, target.partitions).repartition(
+            target.partitions, _spread(sql)
         )
         try:
-            grouped.mapInArrow(write_sorted_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
+            grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
         except KafkaException as error:  # surfaced on the driver: fail the batch, keep state
             raise RuntimeError(f"exactly-once Kafka sink failed in batch {batch_id}") from error
 
