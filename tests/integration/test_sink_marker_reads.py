@@ -1,6 +1,6 @@
-"""A partition's last sink marker, read back from the end of its marker partition, is
-the one a read from offset 0 finds: past the markers of partitions sharing it, past
-aborted transactions, and when none was ever committed."""
+"""What a sink task knows before writing a partition: its last marker, read back from
+the end of the marker partition (past the markers of partitions sharing it and past
+aborted transactions), or kept with the producer that committed it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from onceflow.eos.writer import Record, TxnState
 from onceflow.logic.sink_markers import SinkMarker
 from onceflow.model.spark_names import sink_transactional_id
+from onceflow.spark import held_producers
 from onceflow.spark.kafka_sink import (
     MARKER_WINDOW,
     committed_marker,
@@ -19,7 +21,7 @@ from onceflow.spark.kafka_sink import (
     sink_target,
     write_partition,
 )
-from tests.support.kafka import create_topic
+from tests.support.kafka import create_topic, drain
 
 pytestmark = pytest.mark.kafka
 
@@ -66,3 +68,45 @@ def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
     assert committed_marker(target, 1) is None  # partition 3's marker is not 1's
     three = committed_marker(target, 3)
     assert three is not None and three.batch == 4
+
+
+def _rows(batch: int) -> list[Record]:
+    return [(b"k", f"{batch}-{n}".encode(), None) for n in range(3)]
+
+
+def test_a_kept_producer_that_was_taken_over_is_dropped_before_it_writes(
+    kafka_bootstrap: str,
+) -> None:
+    """Spark hands a partition's next batch to any Python worker: the producer a worker
+    kept may have been fenced by another worker's since. Its write must fall back to a
+    new producer, and a replay must still be skipped, with each batch's rows once."""
+    job = f"held-{uuid.uuid4().hex[:6]}"
+    target = dataclasses.replace(
+        prepare_topics(sink_target(kafka_bootstrap, {}, f"{job}-out", 1, "of", job)), query="q"
+    )
+    tid = sink_transactional_id(target.prefix, job, 0)
+
+    assert write_partition(target, 1, 0, _rows(1)) == 3
+    worker_a = held_producers.take(kafka_bootstrap, tid)  # batch 2 runs on another worker
+    assert worker_a is not None and worker_a.marker is not None and worker_a.marker.batch == 1
+    assert write_partition(target, 2, 0, _rows(2)) == 3  # a new producer: fences worker A's
+    worker_b = held_producers.take(kafka_bootstrap, tid)
+    assert worker_b is not None
+
+    held_producers.keep(kafka_bootstrap, tid, worker_a)  # batch 3 lands on worker A again
+    assert write_partition(target, 3, 0, _rows(3)) == 3
+    assert worker_a.writer.state is TxnState.FENCED, "worker A's producer was not checked"
+    # Batch 3 replayed on worker B, whose producer believes batch 2 is the last: fenced
+    # too, and the new producer reads batch 3's marker and skips.
+    held_producers.keep(kafka_bootstrap, tid, worker_b)
+    assert write_partition(target, 3, 0, _rows(3)) == 0
+    # The producer now kept is used as it is for the next batch.
+    kept = held_producers.take(kafka_bootstrap, tid)
+    assert kept is not None and kept.marker is not None and kept.marker.batch == 3
+    held_producers.keep(kafka_bootstrap, tid, kept)
+    assert write_partition(target, 4, 0, _rows(4)) == 3
+    assert held_producers.take(kafka_bootstrap, tid) is not None
+    assert kept.writer.state is TxnState.READY
+
+    values = drain(kafka_bootstrap, target.topic, "read_committed")
+    assert sorted(values) == sorted(f"{b}-{n}".encode() for b in (1, 2, 3, 4) for n in range(3))

@@ -256,6 +256,32 @@ class TransactionalWriter(_ProducingWriter):
             ),
         )
 
+    def send_acknowledged(
+        self, topic: str, key: bytes, value: bytes, partition: int, timeout_s: float = 30
+    ) -> None:
+        """Sends one record and waits for the broker to take it. As a transaction's first
+        record this is a check, costing one round trip, that no producer initialised
+        this id since this one did: a fenced producer learns it here, before anything
+        else is sent, instead of at the commit."""
+        self._require(TxnState.IN_TRANSACTION)
+        failures: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                failures.append(error)
+
+        try:
+            self._produce(topic, key, value, on_delivery=delivered, partition=partition)
+            left = self.producer.flush(timeout_s)
+        except KafkaException as error:
+            raise self._fail(error, "produce") from error
+        if failures:
+            raise self._fail(KafkaException(failures[0]), "produce")
+        if left:
+            raise self._fail(
+                KafkaException(KafkaError(KafkaError._TIMED_OUT)), "produce (no acknowledgement)"
+            )
+
     def send_rows(self, topic: str, partition: int, rows: Iterable[Record]) -> int:
         """Bulk path for sinks: one state check, then a tight produce loop (the per-record
         checks of ``send`` cost more than librdkafka's own produce). Returns the count."""

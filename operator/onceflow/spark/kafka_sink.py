@@ -26,13 +26,21 @@ from onceflow.api.columns import KAFKA_COLUMNS
 from onceflow.eos.clients import client_config, cluster_metadata
 from onceflow.eos.consume import end_offsets, read_to_end
 from onceflow.eos.offsets import ensure_topic
-from onceflow.eos.writer import Record, TransactionalWriter
+from onceflow.eos.writer import (
+    ProducerFailedError,
+    ProducerFencedError,
+    Record,
+    TransactionAbortedError,
+    TransactionalWriter,
+    TxnState,
+)
 from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
 from onceflow.model.spark_names import (
     sink_marker_topic,
     sink_transactional_id,
     sink_transactional_id_stem,
 )
+from onceflow.spark import held_producers
 from onceflow.spark.query_identity import QueryIdentity
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -172,29 +180,69 @@ def committed_markers(target: SinkTarget) -> list[SinkMarker]:
 
 
 class PartitionWrite:
-    """One output partition's transaction in one task: initialised first (fencing any
-    earlier attempt), skipped whole if its marker says this batch is already there,
-    committed with its marker once the task has sent every row it holds."""
+    """One output partition's transaction in one task: its batch marker first, then the
+    rows, committed once the task has sent every row it holds; skipped whole if the
+    marker says this batch is already there.
+
+    A producer the worker kept from an earlier batch is used as it is; a new one is
+    initialised first (fencing any earlier attempt) and reads the last marker back."""
 
     def __init__(self, target: SinkTarget, batch_id: int, partition: int) -> None:
         self.target, self.batch_id, self.partition = target, batch_id, partition
         self.written = 0
-        self.writer = TransactionalWriter(
-            target.bootstrap,
-            sink_transactional_id(target.prefix, target.job, partition),
-            extra=target.extra,
-            transaction_timeout_ms=target.transaction_timeout_ms,
-        )
+        self.transactional_id = sink_transactional_id(target.prefix, target.job, partition)
+        self.marker = SinkMarker(batch=batch_id, query=target.query, layout=target.layout)
+        held = held_producers.take(target.bootstrap, self.transactional_id)
+        if held is None:
+            self._start_new()
+            return
+        self.writer, self.known = held.writer, held.marker
+        if self._written_already():
+            return
         try:
-            self.writer.initialize(topic=target.topic)
-            marker = committed_marker(target, partition)
-            # A replay of a batch this query already committed here writes nothing.
-            self.skip = already_written(marker, target.query, batch_id, target.layout)
-            if not self.skip:
-                self.writer.begin()
+            self.writer.begin()
+            self._send_marker(acknowledged=True)
+        except (ProducerFencedError, ProducerFailedError, TransactionAbortedError, KafkaException):
+            # Another worker initialised the id since (or the broker forgot an idle
+            # producer): nothing was committed, and a new producer aborts what was sent.
+            self.writer.close()
+            self._start_new()
         except BaseException:
             self.writer.close()
             raise
+
+    def _start_new(self) -> None:
+        t = self.target
+        self.writer = TransactionalWriter(
+            t.bootstrap,
+            self.transactional_id,
+            extra=t.extra,
+            transaction_timeout_ms=t.transaction_timeout_ms,
+        )
+        try:
+            self.writer.initialize(topic=t.topic)
+            self.known = committed_marker(t, self.partition)
+            if not self._written_already():
+                self.writer.begin()
+                self._send_marker(acknowledged=False)
+        except BaseException:
+            self.writer.close()
+            raise
+
+    def _written_already(self) -> bool:
+        """A replay of a batch this query already committed here writes nothing."""
+        t = self.target
+        self.skip = already_written(self.known, t.query, self.batch_id, t.layout)
+        return self.skip
+
+    def _send_marker(self, acknowledged: bool) -> None:
+        t = self.target
+        key = _marker_keys(t, self.partition)[0]
+        where = self.partition % t.marker_partitions
+        if acknowledged:
+            self.writer.send_acknowledged(t.marker_topic, key, self.marker.encode(), where)
+        else:
+            self.writer.send(t.marker_topic, key, self.marker.encode(), partition=where)
 
     def send(self, rows: Iterable[Record]) -> None:
         if self.skip:
@@ -206,21 +254,20 @@ class PartitionWrite:
         self.written += self.writer.send_rows(self.target.topic, self.partition, rows)
 
     def commit(self) -> int:
-        """Commits rows and marker; returns the rows written (0 when skipped)."""
+        """Commits marker and rows; returns the rows written (0 when skipped)."""
         if not self.skip:
-            t = self.target
-            marker = SinkMarker(batch=self.batch_id, query=t.query, layout=t.layout)
-            self.writer.send(
-                t.marker_topic,
-                _marker_keys(t, self.partition)[0],
-                marker.encode(),
-                partition=self.partition % t.marker_partitions,
-            )
             self.writer.commit()
+            self.known = self.marker
         return self.written
 
-    def close(self) -> None:
-        self.writer.close()
+    def release(self) -> None:
+        """Keeps a producer with no transaction open for the worker's next batch; closes
+        one in any other state (its open transaction is left to the next initialiser)."""
+        if self.writer.state is TxnState.READY:
+            held = held_producers.HeldProducer(self.writer, self.known)
+            held_producers.keep(self.target.bootstrap, self.transactional_id, held)
+        else:
+            self.writer.close()
 
 
 def write_partition(
@@ -235,7 +282,7 @@ def write_partition(
         write.send(rows)
         return write.commit()
     finally:
-        write.close()
+        write.release()
 
 
 class InjectedSinkFailureError(RuntimeError):
@@ -379,7 +426,7 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
             written = {partition: write.commit() for partition, write in writes.items()}
         finally:
             for write in writes.values():
-                write.close()
+                write.release()
         yield pa.RecordBatch.from_arrays(
             [pa.array(list(written), pa.int32()), pa.array(list(written.values()), pa.int64())],
             names=[PARTITION_COLUMN, "written"],

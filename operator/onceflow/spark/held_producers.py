@@ -1,0 +1,38 @@
+"""Transactional producers a Python worker keeps from one batch to the next.
+
+A new producer costs a coordinator lookup and an initialisation, and its partition's
+last marker must then be read back: more than a small batch's rows. A worker that
+committed a partition's last batch already knows that marker, and its producer still
+holds the id unless another producer initialised it since. That is checked by the
+first record of its next transaction (``TransactionalWriter.send_acknowledged``), so a
+producer that was taken over is dropped before it sends anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onceflow.eos.writer import TransactionalWriter
+from onceflow.logic.sink_markers import SinkMarker
+
+
+@dataclass
+class HeldProducer:
+    writer: TransactionalWriter
+    """Ready: initialised, no transaction open."""
+    marker: SinkMarker | None
+    """The partition's last committed marker as this producer knows it: the one it
+    committed itself, or the one it read after initialising."""
+
+
+# One Python worker runs one task at a time: taking pops, so no two writes share one.
+_held: dict[tuple[str, str], HeldProducer] = {}
+
+
+def take(bootstrap: str, transactional_id: str) -> HeldProducer | None:
+    """The producer this worker kept for the id, now the caller's (None if none)."""
+    return _held.pop((bootstrap, transactional_id), None)
+
+
+def keep(bootstrap: str, transactional_id: str, held: HeldProducer) -> None:
+    _held[(bootstrap, transactional_id)] = held
