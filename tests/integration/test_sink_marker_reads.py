@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from onceflow.eos.writer import Record, TxnState
 from onceflow.logic.sink_markers import SinkMarker
 from onceflow.model.spark_names import sink_transactional_id
-from onceflow.spark import held_producers
+from onceflow.spark.held_producers import HELD_PRODUCERS
 from onceflow.spark.kafka_sink import (
     MARKER_WINDOW,
     committed_marker,
@@ -87,25 +87,25 @@ def test_a_kept_producer_that_was_taken_over_is_dropped_before_it_writes(
     tid = sink_transactional_id(target.prefix, job, 0)
 
     assert write_partition(target, 1, 0, _rows(1)) == 3
-    worker_a = held_producers.take(kafka_bootstrap, tid)  # batch 2 runs on another worker
+    worker_a = HELD_PRODUCERS.take(kafka_bootstrap, tid)  # batch 2 runs on another worker
     assert worker_a is not None and worker_a.marker is not None and worker_a.marker.batch == 1
     assert write_partition(target, 2, 0, _rows(2)) == 3  # a new producer: fences worker A's
-    worker_b = held_producers.take(kafka_bootstrap, tid)
+    worker_b = HELD_PRODUCERS.take(kafka_bootstrap, tid)
     assert worker_b is not None
 
-    held_producers.keep(kafka_bootstrap, tid, worker_a)  # batch 3 lands on worker A again
+    HELD_PRODUCERS.keep(worker_a, kafka_bootstrap, tid)  # batch 3 lands on worker A again
     assert write_partition(target, 3, 0, _rows(3)) == 3
     assert worker_a.writer.state is TxnState.FENCED, "worker A's producer was not checked"
     # Batch 3 replayed on worker B, whose producer believes batch 2 is the last: fenced
     # too, and the new producer reads batch 3's marker and skips.
-    held_producers.keep(kafka_bootstrap, tid, worker_b)
+    HELD_PRODUCERS.keep(worker_b, kafka_bootstrap, tid)
     assert write_partition(target, 3, 0, _rows(3)) == 0
     # The producer now kept is used as it is for the next batch.
-    kept = held_producers.take(kafka_bootstrap, tid)
+    kept = HELD_PRODUCERS.take(kafka_bootstrap, tid)
     assert kept is not None and kept.marker is not None and kept.marker.batch == 3
-    held_producers.keep(kafka_bootstrap, tid, kept)
+    HELD_PRODUCERS.keep(kept, kafka_bootstrap, tid)
     assert write_partition(target, 4, 0, _rows(4)) == 3
-    assert held_producers.take(kafka_bootstrap, tid) is not None
+    assert HELD_PRODUCERS.take(kafka_bootstrap, tid) is not None
     assert kept.writer.state is TxnState.READY
 
     values = drain(kafka_bootstrap, target.topic, "read_committed")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.sink_markers import SinkMarker
+from onceflow.spark.worker_cache import KeptBetweenBatches
 
 
 @dataclass
@@ -25,14 +26,5 @@ class HeldProducer:
     committed itself, or the one it read after initialising."""
 
 
-# One Python worker runs one task at a time: taking pops, so no two writes share one.
-_held: dict[tuple[str, str], HeldProducer] = {}
-
-
-def take(bootstrap: str, transactional_id: str) -> HeldProducer | None:
-    """The producer this worker kept for the id, now the caller's (None if none)."""
-    return _held.pop((bootstrap, transactional_id), None)
-
-
-def keep(bootstrap: str, transactional_id: str, held: HeldProducer) -> None:
-    _held[(bootstrap, transactional_id)] = held
+# Keyed by bootstrap servers and transactional id.
+HELD_PRODUCERS: KeptBetweenBatches[HeldProducer] = KeptBetweenBatches()

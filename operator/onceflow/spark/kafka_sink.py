@@ -40,7 +40,7 @@ from onceflow.model.spark_names import (
     sink_transactional_id,
     sink_transactional_id_stem,
 )
-from onceflow.spark import held_producers
+from onceflow.spark.held_producers import HELD_PRODUCERS, HeldProducer
 from onceflow.spark.query_identity import QueryIdentity
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -192,7 +192,7 @@ class PartitionWrite:
         self.written = 0
         self.transactional_id = sink_transactional_id(target.prefix, target.job, partition)
         self.marker = SinkMarker(batch=batch_id, query=target.query, layout=target.layout)
-        held = held_producers.take(target.bootstrap, self.transactional_id)
+        held = HELD_PRODUCERS.take(target.bootstrap, self.transactional_id)
         if held is None:
             self._start_new()
             return
@@ -264,8 +264,8 @@ class PartitionWrite:
         """Keeps a producer with no transaction open for the worker's next batch; closes
         one in any other state (its open transaction is left to the next initialiser)."""
         if self.writer.state is TxnState.READY:
-            held = held_producers.HeldProducer(self.writer, self.known)
-            held_producers.keep(self.target.bootstrap, self.transactional_id, held)
+            held = HeldProducer(self.writer, self.known)
+            HELD_PRODUCERS.keep(held, self.target.bootstrap, self.transactional_id)
         else:
             self.writer.close()
 
