@@ -259,24 +259,18 @@ class TransactionalWriter(_ProducingWriter):
     def send_acknowledged(
         self, topic: str, key: bytes, value: bytes, partition: int, timeout_s: float = 30
     ) -> None:
-        """Sends one record and waits for the broker to take it. As a transaction's first
-        record this is a check, costing one round trip, that no producer initialised
-        this id since this one did: a fenced producer learns it here, before anything
-        else is sent, instead of at the commit."""
+        """Sends one record and waits until it left the queue. As a transaction's first
+        record this checks, in one round trip, that no producer initialised this id
+        since this one did: adding the partition to the transaction fails fatally for a
+        fenced producer, which raises here, before anything else is sent, instead of at
+        the commit. (A delivery callback cannot see it: the client raises the fatal
+        error while calling it.) Any other failure of the record fails the commit."""
         self._require(TxnState.IN_TRANSACTION)
-        failures: list[KafkaError] = []
-
-        def delivered(error: KafkaError | None, _message: Message) -> None:
-            if error is not None:
-                failures.append(error)
-
         try:
-            self._produce(topic, key, value, on_delivery=delivered, partition=partition)
+            self._produce(topic, key, value, partition=partition)
             left = self.producer.flush(timeout_s)
         except KafkaException as error:
             raise self._fail(error, "produce") from error
-        if failures:
-            raise self._fail(KafkaException(failures[0]), "produce")
         if left:
             raise self._fail(
                 KafkaException(KafkaError(KafkaError._TIMED_OUT)), "produce (no acknowledgement)"

@@ -160,7 +160,9 @@ def _connection(dsn: str) -> psycopg.Connection[Any]:
             return kept
         except psycopg.Error:
             kept.close()
-    return psycopg.connect(dsn)
+    # Autocommit: the ping must not open a transaction that `transaction()` would then
+    # only nest a savepoint in (never committed); each write is its own BEGIN/COMMIT.
+    return psycopg.connect(dsn, autocommit=True)
 
 
 def write_slice(
