@@ -256,6 +256,14 @@ class TransactionalWriter(_ProducingWriter):
             ),
         )
 
+    def send_record(self, record: SourceRecord, default_topic: str) -> None:
+        """The per-record path of source tasks: ``send``'s checks without its closure."""
+        self._require(TxnState.IN_TRANSACTION)
+        try:
+            super().send_record(record, default_topic)
+        except KafkaException as error:
+            raise self._fail(error, "produce") from error
+
     def send_acknowledged(
         self, topic: str, key: bytes, value: bytes, partition: int, timeout_s: float = 30
     ) -> None:
