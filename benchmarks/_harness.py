@@ -19,6 +19,7 @@ from onceflow.runtime.authority import FileGenerationAuthority
 from onceflow.runtime.task import TaskRunner
 from onceflow.standalone.state import store_record
 
+OFFSET_FLUSH_MS = 100
 JSON_OVERHEAD = 30  # bytes of {"stream":"s0","seq":12345} around the padding
 
 
@@ -77,6 +78,9 @@ def run_task(
             TransactionBoundary.POLL if interval_ms is None else TransactionBoundary.INTERVAL
         ),
         **({} if interval_ms is None else {"transaction_interval_ms": interval_ms}),
+        # Idempotent runs count records once their offsets are flushed: at the default
+        # 1 s cadence a run of a second or two would mostly measure the wait for it.
+        offset_flush_interval_ms=OFFSET_FLUSH_MS,
         authority=FileAuthority(path=str(state)),
     )
     stop = threading.Event()
