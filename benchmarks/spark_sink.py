@@ -13,8 +13,10 @@ import argparse
 import json
 import statistics
 import tempfile
+import threading
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -86,8 +88,23 @@ TRIGGER_S = 0.2
 MIN_BATCHES = 200
 
 
+def _batches(query: Any) -> int:
+    return int((query.lastProgress or {}).get("batchId", 0))
+
+
+def _trickle(bootstrap: str, topic: str, done: threading.Event) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    seq = 0
+    while not done.wait(TRIGGER_S / 2):
+        producer.produce(topic, json.dumps({"stream": "fill", "seq": seq}).encode(), b"fill")
+        producer.poll(0)
+        seq += 1
+    producer.flush(30)
+
+
 def latency(spark: object, bootstrap: str, samples: int) -> tuple[list[float], int]:
-    """Commit -> visible seconds per sample, and the batches the query ran meanwhile."""
+    """Commit -> visible seconds per sample, and the batches the query ran meanwhile:
+    at least ``samples`` of them, for at least MIN_BATCHES batches."""
     source = _topic(bootstrap, "bench-lat-in", 1)
     settings = _settings(
         bootstrap,
@@ -117,21 +134,30 @@ def latency(spark: object, bootstrap: str, samples: int) -> tuple[list[float], i
     else:
         raise TimeoutError(f"the sink never created {out} within 120 s")
     consumer.assign([TopicPartition(out, 0, 0)])
+    # A query runs no batch without new input: a trickle gives every trigger one, so
+    # the run spans MIN_BATCHES batches and the marker topic grows as in production.
+    trickling = threading.Event()
+    trickle = threading.Thread(target=_trickle, args=(bootstrap, source, trickling), daemon=True)
+    trickle.start()
     time.sleep(20)  # let the first micro-batches settle: measurement only, not sync
     spacing = MIN_BATCHES * TRIGGER_S / samples
-    results = []
-    for i in range(samples):
+    results: list[float] = []
+    i = 0
+    while i < samples or _batches(query) < MIN_BATCHES:
+        i += 1
         producer.begin_transaction()
         producer.produce(source, json.dumps({"stream": "lat", "seq": i}).encode(), b"lat")
         producer.commit_transaction(30)
         committed = time.perf_counter()
         while True:
             message = consumer.poll(0.05)
-            if message is not None and message.error() is None:
+            if message is not None and message.error() is None and message.key() == b"lat":
                 results.append(time.perf_counter() - committed)
                 break
         time.sleep(max(0.0, spacing - results[-1]))
-    batches = int((query.lastProgress or {}).get("batchId", 0))
+    batches = _batches(query)
+    trickling.set()
+    trickle.join()
     query.stop()
     consumer.close()
     return results, batches
