@@ -1,9 +1,10 @@
 """kopf registrations only: each handler wires one kopf cause to a reconciler.
 
-Reconcilers are idempotent passes driven by timers (level-triggered, like Strimzi's
-periodic reconciliation), so a missed event or an operator restart costs at most one
-interval. Handlers never sleep: not-yet-possible steps end the pass and the next
-tick observes again.
+Reconcilers are idempotent passes (level-triggered): each object has a loop (a kopf
+daemon, so peering pauses it) that runs a pass when a watch shows a change to
+something the pass reads, and otherwise after the delay its last outcome calls for,
+with a periodic resync as the net for anything no watch shows (``reconcile_loops``).
+Passes never sleep: not-yet-possible steps end the pass and the loop looks again.
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ from onceflow.control import webhook_certificates
 from onceflow.control.admission import review
 from onceflow.control.app import Controllers, build_controllers
 from onceflow.control.errors import RetryLaterError
-from onceflow.control.kube import KubeClient, StaleStatusError
+from onceflow.control.kube import KubeClient
+from onceflow.control.reconcile_loops import (
+    PIPELINES,
+    SOURCES,
+    SPARK_JOBS,
+    Key,
+    ReconcileLoops,
+)
+from onceflow.logic.requeue import RequeuePolicy
+from onceflow.model.objects import LABEL_SOURCE, LABEL_SPARKJOB
 
 log = logging.getLogger("onceflow")
-# One second keeps apply-to-running latency low; each pass is a few API reads.
-RECONCILE_INTERVAL_S = float(os.environ.get("ONCEFLOW_RECONCILE_INTERVAL", "1.0"))
 _controllers: Controllers | None = None
+_loops: ReconcileLoops | None = None
 
 
 def controllers() -> Controllers:
@@ -32,9 +41,23 @@ def controllers() -> Controllers:
     return _controllers
 
 
+def loops() -> ReconcileLoops:
+    assert _loops is not None, "operator not started"
+    return _loops
+
+
+def _policy() -> RequeuePolicy:
+    defaults = RequeuePolicy()
+    return RequeuePolicy(
+        resync_s=float(os.environ.get("ONCEFLOW_RESYNC_S", defaults.resync_s)),
+        first_poll_s=float(os.environ.get("ONCEFLOW_POLL_S", defaults.first_poll_s)),
+        max_poll_s=float(os.environ.get("ONCEFLOW_MAX_POLL_S", defaults.max_poll_s)),
+    )
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global _controllers  # noqa: PLW0603 - the one process-wide wiring point
+    global _controllers, _loops  # noqa: PLW0603 - the one process-wide wiring point
     # Progress and diff-base live in annotations so that status stays ours and strict.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -45,6 +68,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # A standby takes over this long after the active replica's last heartbeat.
     settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
     _controllers = build_controllers()
+    _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
     port = os.environ.get("ONCEFLOW_WEBHOOK_PORT")
     if port:
         host = os.environ.get("ONCEFLOW_WEBHOOK_HOST")
@@ -79,38 +103,95 @@ def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str
     return str(served.cert), str(served.key)
 
 
-def _pass(kind: str, run: Any, namespace: str | None, name: str) -> None:
+# -- one loop per object ----------------------------------------------------------------
+# Stopped by kopf when the object goes or peering pauses this replica; a pass already
+# running finishes on its thread (passes are idempotent) before the loop ends.
+
+
+@kopf.daemon(API_GROUP, API_VERSION, SOURCES, cancellation_timeout=10.0)
+async def source_loop(
+    namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    await loops().run(_key(SOURCES, namespace, name), controllers().sources.reconcile, stopped.wait)
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PIPELINES, cancellation_timeout=10.0)
+async def pipeline_loop(
+    namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    await loops().run(
+        _key(PIPELINES, namespace, name), controllers().pipelines.reconcile, stopped.wait
+    )
+
+
+@kopf.daemon(API_GROUP, API_VERSION, SPARK_JOBS, cancellation_timeout=10.0)
+async def spark_job_loop(
+    namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
+) -> None:
+    await loops().run(
+        _key(SPARK_JOBS, namespace, name), controllers().spark_jobs.reconcile, stopped.wait
+    )
+
+
+def _key(plural: str, namespace: str | None, name: str) -> Key:
     assert namespace is not None, "Onceflow resources are namespaced"
-    try:
-        run(namespace, name)
-    except (RetryLaterError, StaleStatusError) as pending:
-        log.info("%s %s/%s: %s", kind, namespace, name, pending)
+    return Key(plural, namespace, name)
 
 
-@kopf.timer(
-    API_GROUP,
-    API_VERSION,
-    "kafkasources",
-    interval=RECONCILE_INTERVAL_S,
-    initial_delay=0,
-    sharp=False,
+# -- what wakes the loops ----------------------------------------------------------------
+
+
+def _deleted(event: kopf.RawEvent) -> bool:
+    return event.get("type") == "DELETED"
+
+
+@kopf.on.event(API_GROUP, API_VERSION, SOURCES)
+async def source_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
+    loops().workload_event(_key(SOURCES, namespace, name), event["object"], _deleted(event))
+
+
+@kopf.on.event(API_GROUP, API_VERSION, SPARK_JOBS)
+async def spark_job_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
+    loops().workload_event(_key(SPARK_JOBS, namespace, name), event["object"], _deleted(event))
+
+
+@kopf.on.event(API_GROUP, API_VERSION, PIPELINES)
+async def pipeline_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
+    assert namespace is not None, "Onceflow resources are namespaced"
+    loops().pipeline_event(namespace, name, event["object"], _deleted(event))
+
+
+def _owned_by(plural: str, label: str) -> Any:
+    """An event handler for children labelled with their owner's name."""
+
+    async def owned_event(namespace: str | None, labels: kopf.Labels, **_: Any) -> None:
+        loops().owned_event(_key(plural, namespace, labels[label]))
+
+    return owned_event
+
+
+kopf.on.event("", "v1", "pods", labels={LABEL_SOURCE: kopf.PRESENT}, id="source-pod")(
+    _owned_by(SOURCES, LABEL_SOURCE)
 )
-def reconcile_source(namespace: str | None, name: str, **_: Any) -> None:
-    _pass("KafkaSource", controllers().sources.reconcile, namespace, name)
-
-
-@kopf.timer(
-    API_GROUP, API_VERSION, "pipelines", interval=RECONCILE_INTERVAL_S, initial_delay=0, sharp=False
+kopf.on.event("", "v1", "pods", labels={LABEL_SPARKJOB: kopf.PRESENT}, id="spark-pod")(
+    _owned_by(SPARK_JOBS, LABEL_SPARKJOB)
 )
-def reconcile_pipeline(namespace: str | None, name: str, **_: Any) -> None:
-    _pass("Pipeline", controllers().pipelines.reconcile, namespace, name)
-
-
-@kopf.timer(
-    API_GROUP, API_VERSION, "sparkjobs", interval=RECONCILE_INTERVAL_S, initial_delay=0, sharp=False
+kopf.on.event("batch", "v1", "jobs", labels={LABEL_SPARKJOB: kopf.PRESENT}, id="spark-submit")(
+    _owned_by(SPARK_JOBS, LABEL_SPARKJOB)
 )
-def reconcile_spark_job(namespace: str | None, name: str, **_: Any) -> None:
-    _pass("SparkJob", controllers().spark_jobs.reconcile, namespace, name)
+kopf.on.event(
+    "sparkoperator.k8s.io",
+    "v1beta2",
+    "sparkapplications",
+    labels={LABEL_SPARKJOB: kopf.PRESENT},
+    id="spark-application",
+)(_owned_by(SPARK_JOBS, LABEL_SPARKJOB))
+
+
+@kopf.on.event("", "v1", "configmaps")
+async def configmap_event(namespace: str | None, name: str, **_: Any) -> None:
+    if namespace is not None:
+        loops().configmap_event(namespace, name)
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, "kafkasources")

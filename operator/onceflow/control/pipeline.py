@@ -15,7 +15,6 @@ from onceflow.api.status import ConditionStatus, ConditionType
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.rollout import (
-    RolloutDecision,
     WorkloadObservation,
     decide_rollout,
     resume_point,
@@ -68,10 +67,11 @@ class PipelineReconciler:
         ]
         return sorted(sources + jobs, key=lambda w: w.label)
 
-    def reconcile(self, namespace: str, name: str) -> RolloutDecision | None:
+    def reconcile(self, namespace: str, name: str) -> bool:
+        """One pass; answers whether the rollout settled at the spec's mode."""
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return None
+            return True
         pipeline = Pipeline.model_validate(obj)
         workloads = self.observe_workloads(namespace, name)
         if pipeline.status is None:
@@ -126,4 +126,4 @@ class PipelineReconciler:
             obj = self.kube.replace_status(PLURAL, obj, wire)
             if decision.advanced:
                 self.kube.event(obj, "RolloutStep", decision.step)
-        return decision
+        return settled

@@ -168,15 +168,17 @@ class SourceReconciler:
             obj["spec"].get("offsetsTopic") or f"{prefix}-{name}-offsets",
         )
 
-    def reconcile(self, namespace: str, name: str) -> None:
+    def reconcile(self, namespace: str, name: str) -> bool:
+        """One pass; answers whether the source settled (every task of the fenced
+        generation ready)."""
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return
+            return True
         try:
             source, pipeline, desired = self._desired(obj)
         except InvalidWorkloadError as error:
             self._degrade(obj, error.reason, str(error))
-            return
+            return False
         key = f"{namespace}/{name}"
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)
@@ -198,7 +200,7 @@ class SourceReconciler:
         else:
             raise RetryLaterError(f"no steady state after {MAX_STEPS_PER_PASS} steps")
         assert record is not None
-        self._record_outcome(obj, record)
+        return self._record_outcome(obj, record)
 
     def _execute(
         self,
@@ -358,7 +360,7 @@ class SourceReconciler:
                 )
             )
 
-    def _record_outcome(self, obj: Obj, record: GenerationRecord) -> None:
+    def _record_outcome(self, obj: Obj, record: GenerationRecord) -> bool:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         latest = self.kube.get(PLURAL, namespace, name) or obj
         status = self._status(latest)
@@ -379,6 +381,7 @@ class SourceReconciler:
             degraded=(False, "Healthy", ""),
         )
         self._write(latest, status)
+        return all_ready
 
     def finalize(self, namespace: str, name: str) -> None:
         """Deletion: stop the pods, fence every id the record knows (the predecessor's

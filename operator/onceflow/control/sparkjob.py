@@ -117,15 +117,17 @@ class SparkJobReconciler:
         assert pipeline is not None, "a job resolves only with its Pipeline"
         return job, pipeline, require_current_mode(pipeline), settings
 
-    def reconcile(self, namespace: str, name: str) -> None:
+    def reconcile(self, namespace: str, name: str) -> bool:
+        """One pass; answers whether the job settled (its driver running or, for an
+        availableNow run, completed)."""
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return
+            return True
         try:
             job, pipeline, mode, settings = self._observe(obj)
         except InvalidWorkloadError as error:
             self._write(obj, self._status(obj), False, error.reason, str(error), degraded=True)
-            return
+            return False
         status = self._status(obj)
         submission = submission_of(job)
         application = self._get(submission, job)
@@ -187,6 +189,7 @@ class SparkJobReconciler:
             state or "", "ApplicationFailed" if failed else "Starting"
         )
         self._write(obj, status, running or completed, reason, message, degraded=failed)
+        return running or completed
 
     def _wait_until_previous_pods_are_gone(
         self, obj: Obj, job: SparkJob, status: SparkJobStatus

@@ -1,0 +1,296 @@
+"""The operator at scale on the local test bed (real API server, real broker).
+
+Hundreds of KafkaSources across namespaces, each with its own pods: what the
+operator costs while nothing changes (CPU share of one core, RSS), and how long a
+burst of concurrent spec changes takes from apply to the new generation fenced and
+its pods created. Pods are given a Running status by a status-only kubelet (no task
+processes: 1,500 of them would measure the machine, not the operator).
+
+Goals (issue 12): idle CPU < 5 % of a core, RSS < 300 MB, p99 < 10 s.
+
+Usage: make kafka-up k8s-up && .venv/bin/python benchmarks/operator_scale.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubernetes import client, config  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
+from tests.support.cluster import (  # noqa: E402
+    GROUP,
+    VERSION,
+    Cluster,
+    OperatorProcess,
+    install_crds,
+    new_namespace,
+)
+
+from onceflow.model.objects import LABEL_GENERATION, LABEL_SOURCE  # noqa: E402
+
+TASKS = 3
+
+
+class StatusOnlyKubelet:
+    """Binds every source pod, reports it Running and ready at once, and finishes a
+    graceful deletion at once: the operator sees a node's pod life cycle without the
+    processes."""
+
+    def __init__(self, kubeconfig: str, namespaces: list[str]) -> None:
+        self.core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+        self.namespaces = set(namespaces)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="status-kubelet")
+
+    def start(self) -> StatusOnlyKubelet:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(ApiException):  # a hiccup: the next round observes
+                self._sync()
+            self._stop.wait(0.2)
+
+    def _sync(self) -> None:
+        pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_SOURCE).items
+        for pod in pods:
+            if pod.metadata.namespace not in self.namespaces:
+                continue
+            try:
+                if pod.metadata.deletion_timestamp is not None:
+                    self.core.delete_namespaced_pod(
+                        pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
+                    )
+                elif pod.status.phase != "Running":
+                    self._run(pod.metadata.namespace, pod.metadata.name, pod.spec.containers[0])
+            except ApiException as error:
+                if error.status != 404:  # gone meanwhile: nothing left to do for it
+                    raise
+
+    def _run(self, namespace: str, name: str, container: Any) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status = {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": container.name,
+                    "image": container.image,
+                    "imageID": "",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+        self.core.patch_namespaced_pod_status(name, namespace, {"status": status})
+
+
+def _pipeline(bootstrap: str) -> dict[str, Any]:
+    return {
+        "kind": "Pipeline",
+        "metadata": {"name": "scale"},
+        "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
+    }
+
+
+def _source(name: str) -> dict[str, Any]:
+    return {
+        "kind": "KafkaSource",
+        "metadata": {"name": name},
+        "spec": {
+            "pipeline": "scale",
+            "topic": f"scale-{name}",
+            "tasksMax": TASKS,
+            "connector": {"type": "sequence", "config": {"streams": TASKS}},
+        },
+    }
+
+
+def _sources(custom: client.CustomObjectsApi, namespaces: list[str]) -> list[dict[str, Any]]:
+    return [
+        item
+        for namespace in namespaces
+        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "kafkasources")[
+            "items"
+        ]
+    ]
+
+
+def _ready(source: dict[str, Any]) -> bool:
+    status = source.get("status") or {}
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    ) and status.get("fencedGeneration") == status.get("generation")
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
+    started = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - started > timeout_s:
+            raise TimeoutError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(0.5)
+    return time.perf_counter() - started
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / 100.0
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _change_latency(
+    custom: client.CustomObjectsApi,
+    core: client.CoreV1Api,
+    namespaces: list[str],
+    targets: list[tuple[str, str]],
+) -> tuple[list[float], list[float]]:
+    """Applies a new connector setting to every target at once; returns per change the
+    seconds to its new generation fenced and to that generation's pods created."""
+    before = {
+        (s["metadata"]["namespace"], s["metadata"]["name"]): (s.get("status") or {}).get(
+            "generation", 0
+        )
+        for s in _sources(custom, namespaces)
+    }
+    started: dict[tuple[str, str], float] = {}
+
+    def apply(target: tuple[str, str]) -> None:
+        namespace, name = target
+        started[target] = time.perf_counter()
+        spec = {"connector": {"config": {"streams": TASKS, "pollIntervalMs": 50}}}
+        custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, "kafkasources", name, {"spec": spec}
+        )
+
+    with ThreadPoolExecutor(len(targets)) as pool:
+        list(pool.map(apply, targets))
+    fenced: dict[tuple[str, str], float] = {}
+    created: dict[tuple[str, str], float] = {}
+    deadline = time.perf_counter() + 300
+    while len(created) < len(targets) and time.perf_counter() < deadline:
+        now = time.perf_counter()
+        for source in _sources(custom, namespaces):
+            key = (source["metadata"]["namespace"], source["metadata"]["name"])
+            status = source.get("status") or {}
+            new = (status.get("fencedGeneration") or 0) > before[key]
+            if key in started and key not in fenced and new:
+                fenced[key] = now - started[key]
+        pods = core.list_pod_for_all_namespaces(label_selector=LABEL_SOURCE).items
+        for key in fenced:
+            generation = str(before[key] + 1)
+            ours = [
+                p
+                for p in pods
+                if p.metadata.namespace == key[0]
+                and p.metadata.labels.get(LABEL_SOURCE) == key[1]
+                and p.metadata.labels.get(LABEL_GENERATION) == generation
+                and p.metadata.deletion_timestamp is None
+            ]
+            if key not in created and len(ours) == TASKS:
+                created[key] = now - started[key]
+        time.sleep(0.1)
+    if len(created) < len(targets):
+        raise TimeoutError(f"only {len(created)}/{len(targets)} changes reached new pods")
+    return list(fenced.values()), list(created.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kubeconfig", default=str(ROOT / ".onceflow" / "kubeconfig"))
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--sources", type=int, default=500)
+    parser.add_argument("--namespaces", type=int, default=10)
+    parser.add_argument("--changes", type=int, default=50)
+    parser.add_argument("--idle-s", type=float, default=60.0)
+    args = parser.parse_args()
+    install_crds(args.kubeconfig)
+    workdir = Path(tempfile.mkdtemp(prefix="onceflow-scale-"))
+    namespaces = [new_namespace(args.kubeconfig, "scale") for _ in range(args.namespaces)]
+    watched = [flag for namespace in namespaces[1:] for flag in ("--namespace", namespace)]
+    operator = OperatorProcess(
+        args.kubeconfig, namespaces[0], workdir / "operator.log", ("--standalone", *watched)
+    )
+    kubelet = StatusOnlyKubelet(args.kubeconfig, namespaces).start()
+    api = config.new_client_from_config(config_file=args.kubeconfig)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    operator.start()
+    assert operator.process is not None
+    pid = operator.process.pid
+    try:
+        clusters = [Cluster(args.kubeconfig, namespace) for namespace in namespaces]
+        for cluster in clusters:
+            cluster.create("pipelines", _pipeline(args.bootstrap))
+        started = time.perf_counter()
+        for i in range(args.sources):
+            clusters[i % len(clusters)].create("kafkasources", _source(f"s{i}"))
+        settle = _wait(
+            lambda: sum(_ready(s) for s in _sources(custom, namespaces)) == args.sources,
+            1800,
+            f"{args.sources} sources ready",
+        )
+        print(
+            f"{args.sources} KafkaSources x {TASKS} tasks in {args.namespaces} namespaces: "
+            f"all fenced and running after {time.perf_counter() - started:.0f}s "
+            f"(settled {settle:.0f}s after the last create)"
+        )
+        time.sleep(10)  # let the last status writes and their echoes pass
+        cpu_before, wall_before = _cpu_seconds(pid), time.perf_counter()
+        time.sleep(args.idle_s)
+        cpu = (_cpu_seconds(pid) - cpu_before) / (time.perf_counter() - wall_before)
+        print(
+            f"idle over {args.idle_s:.0f}s: operator CPU {100 * cpu:.1f}% of a core "
+            f"(goal < 5%), RSS {_rss_mb(pid):.0f} MB (goal < 300 MB)"
+        )
+        step = max(1, args.sources // args.changes)
+        targets = [
+            (namespaces[i % len(namespaces)], f"s{i}") for i in range(0, step * args.changes, step)
+        ]
+        fenced, created = _change_latency(custom, core, namespaces, targets)
+        print(
+            f"{len(targets)} concurrent spec changes: apply -> fenced p50 "
+            f"{statistics.median(fenced):.2f}s p99 {_percentile(fenced, 0.99):.2f}s; "
+            f"apply -> pods created p50 {statistics.median(created):.2f}s "
+            f"p99 {_percentile(created, 0.99):.2f}s (goal p99 < 10 s)"
+        )
+        print(f"RSS after the changes: {_rss_mb(pid):.0f} MB; operator log: {operator.log}")
+    finally:
+        operator.stop()
+        kubelet.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""When an object's reconcile loop looks again, from what its last pass found.
+
+Watches wake a loop whenever something it reads changes, so the delay chosen here
+is only for what no watch shows: a settled object is looked at again after the
+resync period (the safety net for a missed event or an unwatched input), an object
+still on its way is observed with a delay that grows while it stays unsettled (a
+task that never gets ready, a tenant's broken Secret) so one tenant cannot keep the
+operator busy, and a pass that failed backs off the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Outcome(Enum):
+    SETTLED = "settled"
+    """The object is where its spec says (Ready)."""
+    PROGRESSING = "progressing"
+    """Not there yet, and no step said when to look again."""
+    RETRY = "retry"
+    """A step said when it can go on (``RetryLaterError``)."""
+    FAILED = "failed"
+    """The pass raised: a bug or an unexpected API answer."""
+
+
+@dataclass(frozen=True)
+class RequeuePolicy:
+    resync_s: float = 120.0
+    first_poll_s: float = 1.0
+    max_poll_s: float = 30.0
+
+    def delay(self, outcome: Outcome, streak: int, asked_s: float | None = None) -> float:
+        """Seconds until the next pass. ``streak`` counts the passes in a row, this one
+        included, that ended without the object settling and without a wake-up in
+        between; ``asked_s`` is a RETRY's own delay (a fence backoff, a source system
+        check), never shortened: a step that keeps asking for a second while nothing it
+        waits for changes is looked at less and less often too."""
+        if outcome is Outcome.SETTLED:
+            return self.resync_s
+        grown = min(self.max_poll_s, self.first_poll_s * 2.0 ** max(0, streak - 1))
+        if outcome is Outcome.RETRY and asked_s is not None:
+            return max(asked_s, grown)
+        return grown

@@ -1,0 +1,183 @@
+"""The requeue policy and what wakes which loop (no API server: events are given)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from onceflow.control.errors import RetryLaterError
+from onceflow.control.reconcile_loops import (
+    PIPELINES,
+    SOURCES,
+    SPARK_JOBS,
+    Key,
+    ReconcileLoops,
+    run_pass,
+)
+from onceflow.logic.requeue import Outcome, RequeuePolicy
+
+POLICY = RequeuePolicy(resync_s=120.0, first_poll_s=1.0, max_poll_s=30.0)
+
+
+def test_a_settled_object_waits_for_the_resync() -> None:
+    assert POLICY.delay(Outcome.SETTLED, 0) == 120.0
+
+
+def test_an_unsettled_object_is_polled_less_and_less_often_up_to_the_cap() -> None:
+    delays = [POLICY.delay(Outcome.PROGRESSING, streak) for streak in range(1, 9)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert POLICY.delay(Outcome.FAILED, 3) == 4.0
+
+
+def test_a_retry_waits_what_it_asked_but_never_less_than_the_grown_poll() -> None:
+    assert POLICY.delay(Outcome.RETRY, 1, asked_s=5.0) == 5.0
+    assert POLICY.delay(Outcome.RETRY, 1, asked_s=0.0) == 1.0
+    assert POLICY.delay(Outcome.RETRY, 4, asked_s=1.0) == 8.0
+    assert POLICY.delay(Outcome.RETRY, 9, asked_s=60.0) == 60.0
+
+
+def test_a_pass_names_how_it_ended() -> None:
+    key = Key(SOURCES, "ns", "s")
+
+    def retry(namespace: str, name: str) -> bool:
+        raise RetryLaterError("fencing", 5.0)
+
+    def broken(namespace: str, name: str) -> bool:
+        raise KeyError("status")
+
+    assert run_pass(lambda n, m: True, key) == (Outcome.SETTLED, None)
+    assert run_pass(lambda n, m: False, key) == (Outcome.PROGRESSING, None)
+    assert run_pass(retry, key) == (Outcome.RETRY, 5.0)
+    assert run_pass(broken, key) == (Outcome.FAILED, None)
+
+
+def _source(pipeline: str) -> dict[str, object]:
+    return {"spec": {"pipeline": pipeline}}
+
+
+def _pipeline(generation: int, current: str) -> dict[str, object]:
+    return {"metadata": {"generation": generation}, "status": {"exactlyOnce": {"current": current}}}
+
+
+class Recorder(ReconcileLoops):
+    """Records wake-ups instead of waking loops."""
+
+    def __init__(self) -> None:
+        super().__init__(POLICY, workers=1)
+        self.woken: list[Key] = []
+
+    def wake(self, key: Key) -> None:
+        self.woken.append(key)
+
+    def take(self) -> set[Key]:
+        woken, self.woken = set(self.woken), []
+        return woken
+
+
+def test_a_workload_wakes_itself_and_its_pipeline_and_a_source_its_spark_jobs() -> None:
+    loops = Recorder()
+    job = Key(SPARK_JOBS, "ns", "j")
+    source = Key(SOURCES, "ns", "s")
+    loops.workload_event(job, _source("p"), deleted=False)
+    assert loops.take() == {job, Key(PIPELINES, "ns", "p")}
+    loops.workload_event(source, _source("p"), deleted=False)
+    assert loops.take() == {source, job, Key(PIPELINES, "ns", "p")}
+
+
+def test_a_pipeline_wakes_its_workloads_only_when_what_they_read_changed() -> None:
+    loops = Recorder()
+    members = {Key(SOURCES, "ns", "a"), Key(SPARK_JOBS, "ns", "b")}
+    for member in members:
+        loops.workload_event(member, _source("p"), deleted=False)
+    loops.workload_event(Key(SOURCES, "ns", "other"), _source("q"), deleted=False)
+    loops.take()
+    pipeline = Key(PIPELINES, "ns", "p")
+    loops.pipeline_event("ns", "p", _pipeline(1, "disabled"), deleted=False)
+    assert loops.take() == {pipeline, *members}
+    # A status write that only records workload summaries: the pipeline alone.
+    loops.pipeline_event("ns", "p", _pipeline(1, "disabled"), deleted=False)
+    assert loops.take() == {pipeline}
+    loops.pipeline_event("ns", "p", _pipeline(1, "preparing"), deleted=False)
+    assert loops.take() == {pipeline, *members}
+    loops.pipeline_event("ns", "p", _pipeline(1, "preparing"), deleted=True)
+    assert loops.take() == {pipeline, *members}
+
+
+def test_a_workload_that_moves_to_another_pipeline_or_goes_leaves_the_old_one() -> None:
+    loops = Recorder()
+    source = Key(SOURCES, "ns", "s")
+    loops.workload_event(source, _source("p"), deleted=False)
+    loops.workload_event(source, _source("q"), deleted=False)
+    loops.take()
+    loops.pipeline_event("ns", "p", _pipeline(2, "enabled"), deleted=False)
+    assert loops.take() == {Key(PIPELINES, "ns", "p")}
+    loops.pipeline_event("ns", "q", _pipeline(2, "enabled"), deleted=False)
+    assert source in loops.take()
+    loops.workload_event(source, _source("q"), deleted=True)
+    loops.take()
+    loops.pipeline_event("ns", "q", _pipeline(3, "enabled"), deleted=False)
+    assert loops.take() == {Key(PIPELINES, "ns", "q")}
+
+
+def test_a_configmap_wakes_the_spark_jobs_whose_code_it_holds() -> None:
+    loops = Recorder()
+    job = Key(SPARK_JOBS, "ns", "j")
+    loops.workload_event(job, {"spec": {"transform": {"configMap": "code"}}}, deleted=False)
+    loops.take()
+    loops.configmap_event("ns", "code")
+    loops.configmap_event("ns", "unrelated")
+    loops.configmap_event("other", "code")
+    assert loops.woken == [job]
+
+
+def test_a_loop_runs_again_when_woken_and_not_before() -> None:
+    asyncio.run(_woken_loop())
+
+
+async def _woken_loop() -> None:
+    loops = ReconcileLoops(RequeuePolicy(resync_s=60.0), workers=1)
+    key = Key(SOURCES, "ns", "s")
+    passes: list[int] = []
+
+    def reconcile(namespace: str, name: str) -> bool:
+        passes.append(len(passes))
+        return True
+
+    stop = asyncio.Event()
+    loop = asyncio.create_task(loops.run(key, reconcile, stop.wait))
+    await _until(lambda: len(passes) == 1)
+    await asyncio.sleep(0.3)
+    assert len(passes) == 1, "a settled object waits for the resync"
+    loops.wake(key)
+    await _until(lambda: len(passes) == 2)
+    stop.set()
+    await asyncio.wait_for(loop, 5)
+    loops.wake(key)  # a wake-up for a loop that ended is dropped
+    assert len(passes) == 2
+
+
+def test_an_unsettled_object_is_looked_at_again_after_its_poll() -> None:
+    asyncio.run(_polled_loop())
+
+
+async def _polled_loop() -> None:
+    loops = ReconcileLoops(RequeuePolicy(first_poll_s=0.05, max_poll_s=0.05), workers=1)
+    passes: list[int] = []
+
+    def reconcile(namespace: str, name: str) -> bool:
+        passes.append(len(passes))
+        return len(passes) >= 3
+
+    stop = asyncio.Event()
+    loop = asyncio.create_task(loops.run(Key(SOURCES, "ns", "s"), reconcile, stop.wait))
+    await _until(lambda: len(passes) == 3)
+    await asyncio.sleep(0.3)
+    stop.set()
+    await asyncio.wait_for(loop, 5)
+    assert len(passes) == 3, "settled after the third pass: no fourth before the resync"
+
+
+async def _until(condition: object, timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
