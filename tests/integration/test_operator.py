@@ -348,12 +348,22 @@ def test_a_workload_that_never_gets_ready_holds_the_rollout_and_is_named(
     assert cluster.condition("pipelines", "orders", "Ready")["status"] == "False"
 
 
+def _offsets_written(bootstrap: str, topic: str) -> bool:
+    try:
+        return sum(end_offsets(bootstrap, topic).values()) > 0
+    except LookupError:  # the tasks create it as they start
+        return False
+
+
 def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
     cluster, _, kubelet = operator
     topic = f"op-{uuid.uuid4().hex[:6]}"
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, 100_000)
+    offsets_topic = f"{cluster.namespace}.orders-counter-offsets"
+    # Ready means the tasks run, not that they committed yet: offsets must exist to be kept.
+    wait_for(lambda: _offsets_written(kafka_bootstrap, offsets_topic), 60, "offsets")
     generation = cluster.status("kafkasources", "counter")["generation"]
     survivor = kubelet.process(f"counter-g{generation}-0")
     survivor.send_signal(signal.SIGSTOP)
@@ -375,7 +385,7 @@ def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     wait_for(lambda: cluster.pods("onceflow.io/source=counter") == [], 60, "pods to be gone")
     survivor.send_signal(signal.SIGCONT)
     assert survivor.wait(60) == 0, "fenced by the finalizer, its source gone: superseded"
-    kept = end_offsets(kafka_bootstrap, f"{cluster.namespace}.orders-counter-offsets")
+    kept = end_offsets(kafka_bootstrap, offsets_topic)
     assert sum(kept.values()) > 0, "offsets are data: deletion keeps them"
 
 
