@@ -108,14 +108,14 @@ def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str
 # running finishes on its thread (passes are idempotent) before the loop ends.
 
 
-@kopf.daemon(API_GROUP, API_VERSION, SOURCES, cancellation_timeout=10.0)
+@kopf.daemon(API_GROUP, API_VERSION, SOURCES, cancellation_backoff=5.0, cancellation_timeout=5.0)
 async def source_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
     await loops().run(_key(SOURCES, namespace, name), controllers().sources.reconcile, stopped.wait)
 
 
-@kopf.daemon(API_GROUP, API_VERSION, PIPELINES, cancellation_timeout=10.0)
+@kopf.daemon(API_GROUP, API_VERSION, PIPELINES, cancellation_backoff=5.0, cancellation_timeout=5.0)
 async def pipeline_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
@@ -124,7 +124,7 @@ async def pipeline_loop(
     )
 
 
-@kopf.daemon(API_GROUP, API_VERSION, SPARK_JOBS, cancellation_timeout=10.0)
+@kopf.daemon(API_GROUP, API_VERSION, SPARK_JOBS, cancellation_backoff=5.0, cancellation_timeout=5.0)
 async def spark_job_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:

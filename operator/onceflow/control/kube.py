@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -138,8 +139,12 @@ class KubeClient:
     # -- pods and config ------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:
-        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
-        return [self._plain(p) for p in pods.items]
+        # The JSON as served: building V1Pod models and serialising them back was most
+        # of a settled source's pass.
+        response = self.core.list_namespaced_pod(
+            namespace, label_selector=selector, _preload_content=False
+        )
+        return cast(list[Obj], json.loads(response.data)["items"])
 
     def create_pod(self, manifest: Obj) -> bool:
         """True if created, False if a pod of that name already exists."""

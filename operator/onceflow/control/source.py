@@ -184,6 +184,7 @@ class SourceReconciler:
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)
         # Each pass walks the protocol until it has to wait; a handful of steps is the
         # longest walk (intent, stop, fence, start, keep), the bound catches a bug.
+        acted = False
         for _ in range(MAX_STEPS_PER_PASS):
             pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
             record = self._record(obj, pipeline)
@@ -197,10 +198,14 @@ class SourceReconciler:
             if isinstance(step, Keep):
                 break
             obj = self._execute(obj, source, pipeline, desired, record, step)
+            acted = True
         else:
             raise RetryLaterError(f"no steady state after {MAX_STEPS_PER_PASS} steps")
         assert record is not None
-        return self._record_outcome(obj, record)
+        if acted:
+            # Steps ran (the pods were listed after them): the status is read afresh.
+            obj = self.kube.get(PLURAL, namespace, name) or obj
+        return self._record_outcome(obj, pods, record)
 
     def _execute(
         self,
@@ -360,11 +365,8 @@ class SourceReconciler:
                 )
             )
 
-    def _record_outcome(self, obj: Obj, record: GenerationRecord) -> bool:
-        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-        latest = self.kube.get(PLURAL, namespace, name) or obj
+    def _record_outcome(self, latest: Obj, pods: list[Obj], record: GenerationRecord) -> bool:
         status = self._status(latest)
-        pods = self.kube.list_pods(namespace, f"{LABEL_SOURCE}={name}")
         tasks = task_statuses(pods, record.generation)
         ready = sum(1 for t in tasks if t.ready)
         count = record.task_count
