@@ -69,6 +69,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
     _controllers = build_controllers()
     _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
+    # Drivers' Jobs and SparkApplications are filtered by the API server; pods are
+    # filtered here (task and Spark pods share no label a selector could ask for).
+    for group, plural in (("batch", "jobs"), ("sparkoperator.k8s.io", "sparkapplications")):
+        settings.watching.label_selectors[group, plural] = LABEL_SPARKJOB
     port = os.environ.get("ONCEFLOW_WEBHOOK_PORT")
     if port:
         host = os.environ.get("ONCEFLOW_WEBHOOK_HOST")
@@ -104,24 +108,23 @@ def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str
 
 
 # -- one loop per object ----------------------------------------------------------------
-# Stopped by kopf when the object goes or peering pauses this replica; a pass already
-# running finishes on its thread (passes are idempotent) before the loop ends.
+# Stopped by kopf when the object goes or peering pauses this replica. A pass already
+# running finishes on its thread even if kopf cancels the loop after 5 s; the object's
+# next loop (and its finalizer) wait for it, so one object never has two passes.
 
 
 @kopf.daemon(API_GROUP, API_VERSION, SOURCES, cancellation_backoff=5.0, cancellation_timeout=5.0)
 async def source_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
-    await loops().run(_key(SOURCES, namespace, name), controllers().sources.reconcile, stopped.wait)
+    await loops().run(_key(SOURCES, namespace, name), controllers().sources.reconcile, stopped)
 
 
 @kopf.daemon(API_GROUP, API_VERSION, PIPELINES, cancellation_backoff=5.0, cancellation_timeout=5.0)
 async def pipeline_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
-    await loops().run(
-        _key(PIPELINES, namespace, name), controllers().pipelines.reconcile, stopped.wait
-    )
+    await loops().run(_key(PIPELINES, namespace, name), controllers().pipelines.reconcile, stopped)
 
 
 @kopf.daemon(API_GROUP, API_VERSION, SPARK_JOBS, cancellation_backoff=5.0, cancellation_timeout=5.0)
@@ -129,7 +132,7 @@ async def spark_job_loop(
     namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
     await loops().run(
-        _key(SPARK_JOBS, namespace, name), controllers().spark_jobs.reconcile, stopped.wait
+        _key(SPARK_JOBS, namespace, name), controllers().spark_jobs.reconcile, stopped
     )
 
 
@@ -145,14 +148,25 @@ def _deleted(event: kopf.RawEvent) -> bool:
     return event.get("type") == "DELETED"
 
 
+def _workload_event(plural: str, event: kopf.RawEvent, namespace: str | None, name: str) -> None:
+    key = _key(plural, namespace, name)
+    kube = controllers().kube
+    deleted = _deleted(event)
+    if deleted:
+        kube.forget_status_write(*key)
+    version = event["object"].get("metadata", {}).get("resourceVersion", "")
+    own = not deleted and kube.wrote_status(*key, version)
+    loops().workload_event(key, event["object"], deleted, own_write=own)
+
+
 @kopf.on.event(API_GROUP, API_VERSION, SOURCES)
 async def source_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-    loops().workload_event(_key(SOURCES, namespace, name), event["object"], _deleted(event))
+    _workload_event(SOURCES, event, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SPARK_JOBS)
 async def spark_job_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-    loops().workload_event(_key(SPARK_JOBS, namespace, name), event["object"], _deleted(event))
+    _workload_event(SPARK_JOBS, event, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PIPELINES)
@@ -196,6 +210,7 @@ async def configmap_event(namespace: str | None, name: str, **_: Any) -> None:
 
 @kopf.on.delete(API_GROUP, API_VERSION, "kafkasources")
 def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
+    loops().wait_for_pass(_key(SOURCES, namespace, name), timeout_s=60.0)
     assert namespace is not None, "Onceflow resources are namespaced"
     try:
         controllers().sources.finalize(namespace, name)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+
+import pytest
 
 from onceflow.control.errors import RetryLaterError
 from onceflow.control.reconcile_loops import (
@@ -18,8 +22,15 @@ from onceflow.logic.requeue import Outcome, RequeuePolicy
 POLICY = RequeuePolicy(resync_s=120.0, first_poll_s=1.0, max_poll_s=30.0)
 
 
-def test_a_settled_object_waits_for_the_resync() -> None:
+def test_a_settled_object_waits_for_the_resync_spread_by_ten_percent() -> None:
     assert POLICY.delay(Outcome.SETTLED, 0) == 120.0
+    assert POLICY.delay(Outcome.SETTLED, 0, spread=0.0) == pytest.approx(108.0)
+    assert POLICY.delay(Outcome.SETTLED, 0, spread=1.0) == pytest.approx(132.0)
+
+
+def test_an_unsettled_object_is_never_looked_at_less_often_than_a_settled_one() -> None:
+    policy = RequeuePolicy(resync_s=10.0, first_poll_s=1.0, max_poll_s=30.0)
+    assert policy.delay(Outcome.PROGRESSING, 9) == 10.0
 
 
 def test_an_unsettled_object_is_polled_less_and_less_often_up_to_the_cap() -> None:
@@ -54,8 +65,9 @@ def _source(pipeline: str) -> dict[str, object]:
     return {"spec": {"pipeline": pipeline}}
 
 
-def _pipeline(generation: int, current: str) -> dict[str, object]:
-    return {"metadata": {"generation": generation}, "status": {"exactlyOnce": {"current": current}}}
+def _pipeline(generation: int, current: str, step: str = "") -> dict[str, object]:
+    rollout = {"current": current, "step": step}
+    return {"metadata": {"generation": generation}, "status": {"exactlyOnce": rollout}}
 
 
 class Recorder(ReconcileLoops):
@@ -73,14 +85,37 @@ class Recorder(ReconcileLoops):
         return woken
 
 
-def test_a_workload_wakes_itself_and_its_pipeline_and_a_source_its_spark_jobs() -> None:
+def _job(pipeline: str, *sources: str) -> dict[str, object]:
+    return {"spec": {"pipeline": pipeline, "input": {"sources": list(sources)}}}
+
+
+def test_a_workload_wakes_itself_and_its_pipeline_but_not_itself_for_its_own_write() -> None:
+    loops = Recorder()
+    job = Key(SPARK_JOBS, "ns", "j")
+    loops.workload_event(job, _job("p"), deleted=False)
+    assert loops.take() == {job, Key(PIPELINES, "ns", "p")}
+    loops.workload_event(job, _job("p"), deleted=False, own_write=True)
+    assert loops.take() == {Key(PIPELINES, "ns", "p")}
+
+
+def test_a_source_wakes_the_spark_jobs_naming_it_when_it_comes_goes_or_moves_topic() -> None:
     loops = Recorder()
     job = Key(SPARK_JOBS, "ns", "j")
     source = Key(SOURCES, "ns", "s")
-    loops.workload_event(job, _source("p"), deleted=False)
-    assert loops.take() == {job, Key(PIPELINES, "ns", "p")}
-    loops.workload_event(source, _source("p"), deleted=False)
-    assert loops.take() == {source, job, Key(PIPELINES, "ns", "p")}
+    loops.workload_event(job, _job("p", "s"), deleted=False)
+    loops.take()
+    loops.workload_event(source, {"spec": {"pipeline": "q", "topic": "t"}}, deleted=False)
+    assert job in loops.take(), "a job of another pipeline reads it too"
+    loops.workload_event(source, {"spec": {"pipeline": "q", "topic": "t"}}, deleted=False)
+    assert job not in loops.take(), "a status write does not concern its readers"
+    loops.workload_event(source, {"spec": {"pipeline": "q", "topic": "u"}}, deleted=False)
+    assert job in loops.take()
+    loops.workload_event(source, {"spec": {"pipeline": "q", "topic": "u"}}, deleted=True)
+    assert job in loops.take()
+    loops.workload_event(job, _job("p"), deleted=False)
+    loops.take()
+    loops.workload_event(source, {"spec": {"pipeline": "q", "topic": "v"}}, deleted=False)
+    assert job not in loops.take(), "the job no longer names it"
 
 
 def test_a_pipeline_wakes_its_workloads_only_when_what_they_read_changed() -> None:
@@ -93,8 +128,9 @@ def test_a_pipeline_wakes_its_workloads_only_when_what_they_read_changed() -> No
     pipeline = Key(PIPELINES, "ns", "p")
     loops.pipeline_event("ns", "p", _pipeline(1, "disabled"), deleted=False)
     assert loops.take() == {pipeline, *members}
-    # A status write that only records workload summaries: the pipeline alone.
-    loops.pipeline_event("ns", "p", _pipeline(1, "disabled"), deleted=False)
+    # A status write that only records workload summaries or a step message: the
+    # pipeline alone (its workloads read the spec and the current mode).
+    loops.pipeline_event("ns", "p", _pipeline(1, "disabled", "waiting for 3/50"), deleted=False)
     assert loops.take() == {pipeline}
     loops.pipeline_event("ns", "p", _pipeline(1, "preparing"), deleted=False)
     assert loops.take() == {pipeline, *members}
@@ -106,8 +142,9 @@ def test_a_workload_that_moves_to_another_pipeline_or_goes_leaves_the_old_one() 
     loops = Recorder()
     source = Key(SOURCES, "ns", "s")
     loops.workload_event(source, _source("p"), deleted=False)
-    loops.workload_event(source, _source("q"), deleted=False)
     loops.take()
+    loops.workload_event(source, _source("q"), deleted=False)
+    assert loops.take() == {source, Key(PIPELINES, "ns", "p"), Key(PIPELINES, "ns", "q")}
     loops.pipeline_event("ns", "p", _pipeline(2, "enabled"), deleted=False)
     assert loops.take() == {Key(PIPELINES, "ns", "p")}
     loops.pipeline_event("ns", "q", _pipeline(2, "enabled"), deleted=False)
@@ -143,7 +180,7 @@ async def _woken_loop() -> None:
         return True
 
     stop = asyncio.Event()
-    loop = asyncio.create_task(loops.run(key, reconcile, stop.wait))
+    loop = asyncio.create_task(loops.run(key, reconcile, stop))
     await _until(lambda: len(passes) == 1)
     await asyncio.sleep(0.3)
     assert len(passes) == 1, "a settled object waits for the resync"
@@ -168,12 +205,59 @@ async def _polled_loop() -> None:
         return len(passes) >= 3
 
     stop = asyncio.Event()
-    loop = asyncio.create_task(loops.run(Key(SOURCES, "ns", "s"), reconcile, stop.wait))
+    loop = asyncio.create_task(loops.run(Key(SOURCES, "ns", "s"), reconcile, stop))
     await _until(lambda: len(passes) == 3)
     await asyncio.sleep(0.3)
     stop.set()
     await asyncio.wait_for(loop, 5)
     assert len(passes) == 3, "settled after the third pass: no fourth before the resync"
+
+
+def test_a_loop_started_while_a_cancelled_one_still_passes_waits_for_that_pass() -> None:
+    asyncio.run(_overlapping_loops())
+
+
+async def _overlapping_loops() -> None:
+    loops = ReconcileLoops(RequeuePolicy(resync_s=60.0), workers=2)
+    key = Key(SOURCES, "ns", "s")
+    release = threading.Event()
+    running: list[int] = []
+    most: list[int] = [0]
+
+    def reconcile(namespace: str, name: str) -> bool:
+        running.append(1)
+        most[0] = max(most[0], len(running))
+        release.wait(5)
+        running.pop()
+        return True
+
+    first = asyncio.create_task(loops.run(key, reconcile, asyncio.Event()))
+    await _until(lambda: len(running) == 1)
+    first.cancel()  # kopf gave up waiting for it: its pass goes on in its thread
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    stop = asyncio.Event()
+    second = asyncio.create_task(loops.run(key, reconcile, stop))
+    await asyncio.sleep(0.2)
+    release.set()
+    await _until(lambda: most[0] == 1 and not running)
+    await asyncio.sleep(0.1)
+    stop.set()
+    await asyncio.wait_for(second, 5)
+    assert most[0] == 1, "two passes of one object ran at once"
+
+
+def test_a_loop_stopped_before_it_starts_runs_no_pass() -> None:
+    asyncio.run(_stopped_loop())
+
+
+async def _stopped_loop() -> None:
+    loops = ReconcileLoops(RequeuePolicy(), workers=1)
+    stop = asyncio.Event()
+    stop.set()
+    passes: list[int] = []
+    await loops.run(Key(SOURCES, "ns", "s"), lambda n, m: passes.append(1) or True, stop)
+    assert passes == []
 
 
 async def _until(condition: object, timeout_s: float = 5.0) -> None:

@@ -51,6 +51,7 @@ class KubeClient:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
+        self._status_written: dict[tuple[str, str, str], str] = {}
 
     def _plain(self, obj: Any) -> Obj:
         return cast(Obj, self.api.sanitize_for_serialization(obj))
@@ -85,7 +86,7 @@ class KubeClient:
         body = {**obj, "status": status}
         meta = obj["metadata"]
         try:
-            return cast(
+            written = cast(
                 Obj,
                 self.custom.replace_namespaced_custom_object_status(
                     API_GROUP, API_VERSION, meta["namespace"], plural, meta["name"], body
@@ -95,6 +96,17 @@ class KubeClient:
             if error.status == HTTP_CONFLICT:
                 raise StaleStatusError(f"{plural}/{meta['name']} changed; re-observing") from None
             raise
+        where = (plural, meta["namespace"], meta["name"])
+        self._status_written[where] = written["metadata"]["resourceVersion"]
+        return written
+
+    def wrote_status(self, plural: str, namespace: str, name: str, resource_version: str) -> bool:
+        """Whether ``resource_version`` of the object is the one this client's last status
+        write made (its watch event then tells the writer nothing new)."""
+        return self._status_written.get((plural, namespace, name)) == resource_version
+
+    def forget_status_write(self, plural: str, namespace: str, name: str) -> None:
+        self._status_written.pop((plural, namespace, name), None)
 
     # -- objects of other operators (the Spark operator's SparkApplication) -----------
 

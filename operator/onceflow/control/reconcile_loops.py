@@ -8,11 +8,14 @@ Passes run on the operator's own thread pool, so a slow fence or an API server
 hiccup never holds kopf's handler workers.
 
 What wakes what (kept here so the rule has one home):
-- any event of an object wakes that object's loop;
-- a workload's event wakes its Pipeline (which aggregates workloads), and a
-  KafkaSource's also wakes its Pipeline's SparkJobs (they read its topic);
+- any event of an object wakes that object's loop, except the echo of a status its
+  own pass wrote;
+- a workload's event wakes its Pipeline (which aggregates workloads), and the one
+  it left when it moved;
+- a KafkaSource that appears, goes or changes its topic wakes the SparkJobs that
+  name it as input;
 - a Pipeline's event wakes its workloads only when what they read of it changed
-  (spec or rollout status), not on each workload summary it records;
+  (spec or current mode), not on each rollout message it records;
 - a pod, Job or SparkApplication labelled with its owner wakes the owner;
 - a ConfigMap wakes the SparkJobs whose transform code it holds.
 """
@@ -20,11 +23,13 @@ What wakes what (kept here so the rule has one home):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections import defaultdict
+import random
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, NamedTuple, Protocol
 
 from onceflow.control.errors import RetryLaterError
 from onceflow.control.kube import StaleStatusError
@@ -58,38 +63,45 @@ def run_pass(reconcile: Callable[[str, str], bool], key: Key) -> tuple[Outcome, 
     return (Outcome.SETTLED if settled else Outcome.PROGRESSING), None
 
 
+class StopFlag(Protocol):
+    """kopf's daemon stop flag, as a loop uses it."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self) -> Awaitable[object]: ...
+
+
 class ReconcileLoops:
     def __init__(self, policy: RequeuePolicy, workers: int) -> None:
         self.policy = policy
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="reconcile")
         self._wakeups: dict[Key, asyncio.Event] = {}
+        self._passes: dict[Key, Future[tuple[Outcome, float | None]]] = {}
         self._pipeline_of: dict[Key, str] = {}
-        self._members: dict[tuple[str, str], set[Key]] = defaultdict(set)
+        self._members: dict[tuple[str, str], set[Key]] = {}
         self._code_of: dict[Key, str] = {}
-        self._code_users: dict[tuple[str, str], set[Key]] = defaultdict(set)
+        self._code_users: dict[tuple[str, str], set[Key]] = {}
+        self._inputs_of: dict[Key, tuple[str, ...]] = {}
+        self._readers: dict[tuple[str, str], set[Key]] = {}
+        self._topics: dict[Key, object] = {}
         self._pipeline_marks: dict[tuple[str, str], object] = {}
 
-    async def run(
-        self,
-        key: Key,
-        reconcile: Callable[[str, str], bool],
-        until_stopped: Callable[[], Awaitable[object]],
-    ) -> None:
-        """The loop of one object, until ``until_stopped`` resolves (kopf's stop flag:
-        the object is gone or peering paused this replica)."""
-        wakeup = self._wakeups.setdefault(key, asyncio.Event())
-        loop = asyncio.get_running_loop()
-        stop = asyncio.ensure_future(until_stopped())
+    async def run(self, key: Key, reconcile: Callable[[str, str], bool], stopped: StopFlag) -> None:
+        """The loop of one object, until kopf's ``stopped`` flag is set (the object is
+        gone or peering paused this replica)."""
+        wakeup = self._wakeups[key] = asyncio.Event()
+        stop = asyncio.ensure_future(stopped.wait())
         streak = 0
         try:
-            while not stop.done():
+            await self._previous_pass(key)
+            while not stopped.is_set():
                 wakeup.clear()
-                outcome, asked = await loop.run_in_executor(self.executor, run_pass, reconcile, key)
+                outcome, asked = await self._pass(key, reconcile)
                 streak = 0 if outcome is Outcome.SETTLED else streak + 1
                 woken = asyncio.ensure_future(wakeup.wait())
                 await asyncio.wait(
                     {woken, stop},
-                    timeout=self.policy.delay(outcome, streak, asked),
+                    timeout=self.policy.delay(outcome, streak, asked, spread=random.random()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if woken.done():
@@ -100,6 +112,30 @@ class ReconcileLoops:
             if self._wakeups.get(key) is wakeup:
                 del self._wakeups[key]
 
+    async def _pass(
+        self, key: Key, reconcile: Callable[[str, str], bool]
+    ) -> tuple[Outcome, float | None]:
+        # The thread's future is kept: a loop kopf cancels mid-pass ends, its pass does
+        # not, and the object's next loop must not start a second pass beside it.
+        running = self._passes[key] = self.executor.submit(run_pass, reconcile, key)
+        ended = await asyncio.wrap_future(running)
+        del self._passes[key]
+        return ended
+
+    async def _previous_pass(self, key: Key) -> None:
+        running = self._passes.get(key)
+        if running is not None and not running.done():
+            log.info("%s %s/%s: waiting for its previous pass", *key)
+            await asyncio.wrap_future(running)
+
+    def wait_for_pass(self, key: Key, timeout_s: float) -> None:
+        """Blocks (off the event loop) until a pass of ``key`` still running ends, so a
+        finalizer does not race the last pass of a loop kopf stopped."""
+        running = self._passes.get(key)
+        if running is not None:
+            with contextlib.suppress(FutureTimeout):
+                running.result(timeout_s)
+
     def wake(self, key: Key) -> None:
         wakeup = self._wakeups.get(key)
         if wakeup is not None:
@@ -107,26 +143,42 @@ class ReconcileLoops:
 
     # -- watch events -----------------------------------------------------------------
 
-    def workload_event(self, key: Key, body: Mapping[str, Any], deleted: bool) -> None:
+    def workload_event(
+        self, key: Key, body: Mapping[str, Any], deleted: bool, own_write: bool = False
+    ) -> None:
+        """``own_write``: the event is the echo of a status the object's own pass wrote,
+        which that pass already knows; those who read the object still hear of it."""
         spec = body.get("spec") or {}
-        pipeline = spec.get("pipeline")
-        code = (spec.get("transform") or {}).get("configMap")
-        self._index(key, None if deleted else pipeline, None if deleted else code)
-        self.wake(key)
-        if pipeline:
-            self.wake(Key(PIPELINES, key.namespace, pipeline))
-            if key.plural == SOURCES:
-                for member in self._members.get((key.namespace, pipeline), ()):
-                    if member.plural == SPARK_JOBS:
-                        self.wake(member)
+        pipeline = None if deleted else spec.get("pipeline")
+        previous = self._pipeline_of.get(key)
+        self._move(key, previous, pipeline, self._pipeline_of, self._members)
+        if key.plural == SPARK_JOBS:
+            code = None if deleted else (spec.get("transform") or {}).get("configMap")
+            self._move(key, self._code_of.get(key), code, self._code_of, self._code_users)
+            self._index_inputs(key, () if deleted else (spec.get("input") or {}).get("sources"))
+        if not own_write:
+            self.wake(key)
+        for name in {previous, pipeline} - {None}:
+            self.wake(Key(PIPELINES, key.namespace, str(name)))
+        if key.plural == SOURCES:
+            topic = None if deleted else spec.get("topic")
+            if self._topics.get(key, ()) != topic:
+                for reader in self._readers.get((key.namespace, key.name), ()):
+                    self.wake(reader)
+            if deleted:
+                self._topics.pop(key, None)
+            else:
+                self._topics[key] = topic
 
     def pipeline_event(
         self, namespace: str, name: str, body: Mapping[str, Any], deleted: bool
     ) -> None:
         self.wake(Key(PIPELINES, namespace, name))
+        # What workloads read of it: the spec (generation counts spec changes only, status
+        # being a subresource) and the current mode, not the step messages it records.
         seen = (
             body.get("metadata", {}).get("generation"),
-            (body.get("status") or {}).get("exactlyOnce"),
+            ((body.get("status") or {}).get("exactlyOnce") or {}).get("current"),
         )
         if deleted:
             self._pipeline_marks.pop((namespace, name), None)
@@ -145,22 +197,38 @@ class ReconcileLoops:
         for user in self._code_users.get((namespace, name), ()):
             self.wake(user)
 
-    def _index(self, key: Key, pipeline: str | None, code: str | None) -> None:
-        before = self._pipeline_of.get(key)
-        if before != pipeline:
-            if before is not None:
-                self._members[(key.namespace, before)].discard(key)
-            if pipeline:
-                self._pipeline_of[key] = pipeline
-                self._members[(key.namespace, pipeline)].add(key)
-            else:
-                self._pipeline_of.pop(key, None)
-        used = self._code_of.get(key)
-        if used != code:
-            if used is not None:
-                self._code_users[(key.namespace, used)].discard(key)
-            if code:
-                self._code_of[key] = code
-                self._code_users[(key.namespace, code)].add(key)
-            else:
-                self._code_of.pop(key, None)
+    def _index_inputs(self, key: Key, sources: Any) -> None:
+        names = tuple(sorted(str(s) for s in sources or ()))
+        for name in self._inputs_of.pop(key, ()):
+            _discard(self._readers, (key.namespace, name), key)
+        if names:
+            self._inputs_of[key] = names
+            for name in names:
+                self._readers.setdefault((key.namespace, name), set()).add(key)
+
+    @staticmethod
+    def _move(
+        key: Key,
+        before: str | None,
+        after: str | None,
+        of: dict[Key, str],
+        users: dict[tuple[str, str], set[Key]],
+    ) -> None:
+        """Moves ``key`` from the users of ``before`` to those of ``after``."""
+        if before == after:
+            return
+        if before is not None:
+            _discard(users, (key.namespace, before), key)
+        if after:
+            of[key] = after
+            users.setdefault((key.namespace, after), set()).add(key)
+        else:
+            of.pop(key, None)
+
+
+def _discard(users: dict[tuple[str, str], set[Key]], at: tuple[str, str], key: Key) -> None:
+    group = users.get(at)
+    if group is not None:
+        group.discard(key)
+        if not group:
+            del users[at]

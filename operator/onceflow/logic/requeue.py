@@ -31,15 +31,18 @@ class RequeuePolicy:
     first_poll_s: float = 1.0
     max_poll_s: float = 30.0
 
-    def delay(self, outcome: Outcome, streak: int, asked_s: float | None = None) -> float:
+    def delay(
+        self, outcome: Outcome, streak: int, asked_s: float | None = None, spread: float = 0.5
+    ) -> float:
         """Seconds until the next pass. ``streak`` counts the passes in a row, this one
         included, that ended without the object settling and without a wake-up in
         between; ``asked_s`` is a RETRY's own delay (a fence backoff, a source system
         check), never shortened: a step that keeps asking for a second while nothing it
-        waits for changes is looked at less and less often too."""
+        waits for changes is looked at less and less often too. ``spread`` (0..1) moves
+        a resync within ±10 %, so objects started together do not resync together."""
         if outcome is Outcome.SETTLED:
-            return self.resync_s
-        grown = min(self.max_poll_s, self.first_poll_s * 2.0 ** max(0, streak - 1))
+            return self.resync_s * (0.9 + 0.2 * spread)
+        grown = min(self.max_poll_s, self.resync_s, self.first_poll_s * 2.0 ** max(0, streak - 1))
         if outcome is Outcome.RETRY and asked_s is not None:
             return max(asked_s, grown)
         return grown
