@@ -148,7 +148,8 @@ def _deleted(event: kopf.RawEvent) -> bool:
     return event.get("type") == "DELETED"
 
 
-def _workload_event(plural: str, event: kopf.RawEvent, namespace: str | None, name: str) -> None:
+def _own_event(plural: str, event: kopf.RawEvent, namespace: str | None, name: str) -> None:
+    """Any event of a Onceflow object, told apart from the echo of its own pass's write."""
     key = _key(plural, namespace, name)
     kube = controllers().kube
     deleted = _deleted(event)
@@ -156,23 +157,25 @@ def _workload_event(plural: str, event: kopf.RawEvent, namespace: str | None, na
         kube.forget_status_write(*key)
     version = event["object"].get("metadata", {}).get("resourceVersion", "")
     own = not deleted and kube.wrote_status(*key, version)
-    loops().workload_event(key, event["object"], deleted, own_write=own)
+    if plural == PIPELINES:
+        loops().pipeline_event(key, event["object"], deleted, own_write=own)
+    else:
+        loops().workload_event(key, event["object"], deleted, own_write=own)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SOURCES)
 async def source_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-    _workload_event(SOURCES, event, namespace, name)
+    _own_event(SOURCES, event, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, SPARK_JOBS)
 async def spark_job_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-    _workload_event(SPARK_JOBS, event, namespace, name)
+    _own_event(SPARK_JOBS, event, namespace, name)
 
 
 @kopf.on.event(API_GROUP, API_VERSION, PIPELINES)
 async def pipeline_event(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-    assert namespace is not None, "Onceflow resources are namespaced"
-    loops().pipeline_event(namespace, name, event["object"], _deleted(event))
+    _own_event(PIPELINES, event, namespace, name)
 
 
 def _owned_by(plural: str, label: str) -> Any:

@@ -126,15 +126,20 @@ def test_a_pipeline_wakes_its_workloads_only_when_what_they_read_changed() -> No
     loops.workload_event(Key(SOURCES, "ns", "other"), _source("q"), deleted=False)
     loops.take()
     pipeline = Key(PIPELINES, "ns", "p")
-    loops.pipeline_event("ns", "p", _pipeline(1, "disabled"), deleted=False)
+    loops.pipeline_event(Key(PIPELINES, "ns", "p"), _pipeline(1, "disabled"), deleted=False)
     assert loops.take() == {pipeline, *members}
     # A status write that only records workload summaries or a step message: the
     # pipeline alone (its workloads read the spec and the current mode).
-    loops.pipeline_event("ns", "p", _pipeline(1, "disabled", "waiting for 3/50"), deleted=False)
+    loops.pipeline_event(
+        Key(PIPELINES, "ns", "p"), _pipeline(1, "disabled", "waiting for 3/50"), deleted=False
+    )
     assert loops.take() == {pipeline}
-    loops.pipeline_event("ns", "p", _pipeline(1, "preparing"), deleted=False)
+    loops.pipeline_event(Key(PIPELINES, "ns", "p"), _pipeline(1, "preparing"), deleted=False)
     assert loops.take() == {pipeline, *members}
-    loops.pipeline_event("ns", "p", _pipeline(1, "preparing"), deleted=True)
+    # The pipeline's own write moving the mode on: its workloads must hear, it need not.
+    loops.pipeline_event(pipeline, _pipeline(1, "enabled"), deleted=False, own_write=True)
+    assert loops.take() == members
+    loops.pipeline_event(Key(PIPELINES, "ns", "p"), _pipeline(1, "preparing"), deleted=True)
     assert loops.take() == {pipeline, *members}
 
 
@@ -145,13 +150,13 @@ def test_a_workload_that_moves_to_another_pipeline_or_goes_leaves_the_old_one() 
     loops.take()
     loops.workload_event(source, _source("q"), deleted=False)
     assert loops.take() == {source, Key(PIPELINES, "ns", "p"), Key(PIPELINES, "ns", "q")}
-    loops.pipeline_event("ns", "p", _pipeline(2, "enabled"), deleted=False)
+    loops.pipeline_event(Key(PIPELINES, "ns", "p"), _pipeline(2, "enabled"), deleted=False)
     assert loops.take() == {Key(PIPELINES, "ns", "p")}
-    loops.pipeline_event("ns", "q", _pipeline(2, "enabled"), deleted=False)
+    loops.pipeline_event(Key(PIPELINES, "ns", "q"), _pipeline(2, "enabled"), deleted=False)
     assert source in loops.take()
     loops.workload_event(source, _source("q"), deleted=True)
     loops.take()
-    loops.pipeline_event("ns", "q", _pipeline(3, "enabled"), deleted=False)
+    loops.pipeline_event(Key(PIPELINES, "ns", "q"), _pipeline(3, "enabled"), deleted=False)
     assert loops.take() == {Key(PIPELINES, "ns", "q")}
 
 

@@ -171,9 +171,11 @@ class ReconcileLoops:
                 self._topics[key] = topic
 
     def pipeline_event(
-        self, namespace: str, name: str, body: Mapping[str, Any], deleted: bool
+        self, key: Key, body: Mapping[str, Any], deleted: bool, own_write: bool = False
     ) -> None:
-        self.wake(Key(PIPELINES, namespace, name))
+        namespace, name = key.namespace, key.name
+        if not own_write:
+            self.wake(key)
         # What workloads read of it: the spec (generation counts spec changes only, status
         # being a subresource) and the current mode, not the step messages it records.
         seen = (
