@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import SparkJob, SparkJobSettings, Trigger
@@ -27,7 +27,7 @@ from tests.support.drivers import (
     kill_drivers,
     start_driver,
 )
-from tests.support.kafka import new_topic
+from tests.support.kafka import InputProducer, new_topic
 from tests.support.testbed import ROOT
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -58,11 +58,11 @@ def _produce_with_redeliveries(bootstrap: str, topic: str, seed: int) -> tuple[i
     few dozen records later (as a retrying producer or an upstream replay does), with
     the same payload and headers. Returns (records written, duplicates among them)."""
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False})
+    producer = InputProducer(bootstrap, topic, **{"enable.idempotence": False})
     redeliver: dict[int, list[tuple[bytes, bytes]]] = {}
 
     def send(key: bytes, body: bytes) -> None:
-        producer.produce(topic, body, key, headers=[("origin", b"test"), ("id", key)])
+        producer.send(body, key, headers=[("origin", b"test"), ("id", key)])
 
     duplicates = 0
     for index in range(EVENTS):
@@ -79,8 +79,8 @@ def _produce_with_redeliveries(bootstrap: str, topic: str, seed: int) -> tuple[i
         for again in late:
             send(*again)
             duplicates += 1
-    producer.flush(30)
-    return EVENTS + duplicates, duplicates
+    written = producer.finish()
+    return written, duplicates
 
 
 def _read_committed(bootstrap: str, topic: str) -> list[Any]:
@@ -152,7 +152,8 @@ def test_dedup_writes_each_record_id_once_through_kills_with_bounded_state(
     ids = Counter(json.loads(m.value())["id"] for m in messages)
     twice = {event_id: n for event_id, n in ids.items() if n > 1}
     assert not twice, f"{len(twice)} ids written more than once, e.g. {list(twice)[:5]}"
-    assert set(ids) == {f"e{i}" for i in range(EVENTS)}, f"{EVENTS - len(ids)} ids missing"
+    missing = {f"e{i}" for i in range(EVENTS)} - set(ids)
+    assert not missing, _why_missing(missing, tmp_path)
     first = messages[0]
     assert json.loads(first.value())["tag"] == f"seen:{first.key().decode()}", "UDF ran"
     assert ("origin", b"test") in (first.headers() or []), "headers reach the output"
@@ -169,6 +170,20 @@ def test_dedup_writes_each_record_id_once_through_kills_with_bounded_state(
     assert watermarks[-1] > (START + timedelta(seconds=150)).isoformat()[:19], watermarks[-1]
 
 
+def _why_missing(missing: set[str], workdir: Path) -> str:
+    """What a reader of a failed run needs: which ids, the batches' offset ranges and
+    watermarks, and how many rows each batch dropped as late."""
+    checkpoint = workdir / "checkpoint" / "offsets"
+    planned = sorted((int(f.name), f.read_text().splitlines()) for f in checkpoint.glob("[0-9]*"))
+    batches = "\n".join(f"  batch {n}: {lines[-1]} {lines[1][:40]}" for n, lines in planned)
+    dropped = [(p["batchId"], p.get("rowsDroppedByWatermark")) for p in _progress(workdir)]
+    lowest = sorted(missing, key=lambda event_id: int(event_id[1:]))[:20]
+    return (
+        f"{len(missing)} ids missing, e.g. {lowest}\noffset log:\n{batches}\n"
+        f"rows dropped as late per batch: {dropped}\n{driver_log(workdir)}"
+    )
+
+
 def _orders_job() -> SparkJob:
     documents = yaml.safe_load_all((ROOT / "examples" / "orders-pipeline.yaml").read_text())
     (job,) = [d for d in documents if d and d["kind"] == "SparkJob"]
@@ -181,7 +196,7 @@ def test_the_orders_example_upserts_windowed_counts_exactly_through_kills(
     job = _orders_job().spec
     assert job.sink.postgres is not None and job.watermark is not None
     source = new_topic(kafka_bootstrap, "orders-in", partitions=3)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    producer = InputProducer(kafka_bootstrap, source, **{"enable.idempotence": True})
     expected: Counter[tuple[str, int]] = Counter()
     # Recent record times: the broker deletes segments whose records are older than its
     # retention (7 days), which would take the input away under the driver.
@@ -190,9 +205,9 @@ def test_the_orders_example_upserts_windowed_counts_exactly_through_kills(
         for stream in ("s0", "s1", "s2", "s3"):
             stamp = base_ms + seq * 80  # 120 s of event time
             body = json.dumps({"stream": stream, "seq": seq}).encode()
-            producer.produce(source, body, stream.encode(), timestamp=stamp)
+            producer.send(body, stream.encode(), timestamp=stamp)
             expected[(stream, stamp // 10_000 * 10)] += 1
-    producer.flush(30)
+    producer.finish()
     table = f"orders_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(

@@ -1,4 +1,5 @@
-"""Small helpers over confluent-kafka for tests: unique topics, draining a topic."""
+"""Small helpers over confluent-kafka for tests: unique topics, input written in full,
+draining a topic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,6 +27,41 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
 def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
     """Creates a fresh topic so tests never see each other's records."""
     return create_topic(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", partitions)
+
+
+class InputProducer:
+    """Writes a test's input and proves all of it reached the broker before a job reads
+    it: an input still in flight when a driver plans its first batches makes a partition
+    lag behind the others, and a watermark then drops its records as late, which would
+    read as the job's loss."""
+
+    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, **config})
+        self.sent, self.failed = 0, list[str]()
+
+    def _delivered(self, error: Any, _message: Any) -> None:
+        if error is not None:
+            self.failed.append(str(error))
+
+    def send(self, value: bytes, key: bytes, **fields: Any) -> None:
+        self.producer.produce(self.topic, value, key, on_delivery=self._delivered, **fields)
+        self.sent += 1
+
+    def finish(self) -> int:
+        """Flushes and checks the topic holds every record sent; returns the count."""
+        assert self.producer.flush(60) == 0, "the input was not all written in 60 s"
+        assert not self.failed, f"{len(self.failed)} input records failed: {self.failed[:3]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        described = admin.list_topics(self.topic, timeout=30).topics[self.topic]
+        request = [TopicPartition(self.topic, p) for p in described.partitions]
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "input-check"})
+        try:
+            stored = sum(consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in request)
+        finally:
+            consumer.close()
+        assert stored == self.sent, f"the input topic holds {stored} records, not {self.sent}"
+        return self.sent
 
 
 def consumer(bootstrap: str, isolation: str) -> Consumer:
