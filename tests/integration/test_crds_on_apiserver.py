@@ -131,6 +131,12 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
             "the task pod uses that name",
         ),
         (_with(SOURCE, "spec.connector.type", ""), "spec.connector.type"),
+        (_with(SOURCE, "metadata.name", "s" * 64), "metadata.name: at most 63 characters"),
+        (_with(PIPELINE, "metadata.name", "p" * 64), "metadata.name: at most 63 characters"),
+        (
+            _with(JOB, "metadata.name", "j" * 57),
+            "metadata.name: at most 56 characters, as its driver is named <name>-driver",
+        ),
         (_with(PIPELINE, "spec.exactlyOnce", "always"), "spec.exactlyOnce"),
         (_with(PIPELINE, "spec.kafka", None), "spec.kafka"),
         (_with(JOB, "spec.sink.files", {"path": "/out"}), "spec.sink"),

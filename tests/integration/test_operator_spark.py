@@ -27,29 +27,26 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
 SPARK_CRD = (
     ROOT.parent / "shared" / "thirdparty-crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
 )
+SPARK_CRD_NAME = "crd/sparkapplications.sparkoperator.k8s.io"
+
+
+def install_spark_crd(kubeconfig: str) -> None:
+    """The Spark operator's CRD, applied (again) and waited on until it serves."""
+    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+
+    def serving() -> bool:
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(SPARK_CRD))
+        found = kubectl(kubeconfig, "get", SPARK_CRD_NAME, "-o", established, check=False)
+        return found.stdout == "True"
+
+    wait_for(serving, 60, "the Spark operator's CRD to be established", interval_s=1)
 
 
 @pytest.fixture
 def operator(
     kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
 ) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(SPARK_CRD))
-    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-    wait_for(
-        lambda: (
-            kubectl(
-                kubeconfig,
-                "get",
-                "crd/sparkapplications.sparkoperator.k8s.io",
-                "-o",
-                established,
-                check=False,
-            ).stdout
-            == "True"
-        ),
-        60,
-        "the Spark operator's CRD to be established",
-    )
+    install_spark_crd(kubeconfig)
     with running_operator(kubeconfig, tmp_path, "spk") as running:
         yield running
 

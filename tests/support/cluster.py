@@ -113,6 +113,8 @@ class OperatorProcess:
     log: Path
     extra: tuple[str, ...] = ("--standalone",)
     process: subprocess.Popen[bytes] | None = None
+    environment: tuple[tuple[str, str], ...] = ()
+    """Settings beyond the tests' defaults (name, value)."""
 
     def start(self) -> OperatorProcess:
         with self.log.open("ab") as log:
@@ -137,6 +139,7 @@ class OperatorProcess:
                     "ONCEFLOW_TASK_IMAGE": "local",
                     "ONCEFLOW_FENCE_TIMEOUT_S": "5",
                     "ONCEFLOW_PEERING_LIFETIME_S": "10",
+                    **dict(self.environment),
                 },
             )
         return self

@@ -52,6 +52,15 @@ def test_a_client_certificate_goes_inline_as_a_pem_keystore() -> None:
     assert (java["ssl.keystore.certificate.chain"], java["ssl.keystore.key"]) == ("CERT", "KEY")
 
 
+def test_an_inline_client_certificate_stays_inline() -> None:
+    java = java_kafka_settings(
+        {"ssl.certificate.pem": "CERT-PEM", "ssl.key.pem": "KEY-PEM"}, FILES.__getitem__
+    )
+    assert java["ssl.keystore.type"] == "PEM"
+    assert java["ssl.keystore.certificate.chain"] == "CERT-PEM"
+    assert java["ssl.keystore.key"] == "KEY-PEM"
+
+
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
@@ -59,6 +68,11 @@ def test_a_client_certificate_goes_inline_as_a_pem_keystore() -> None:
         ({"sasl.mechanism": "OAUTHBEARER", "sasl.username": "u"}, "OAUTHBEARER"),
         ({"ssl.certificate.location": "/k/client.crt"}, "ssl.key.location"),
         ({"ssl.ca.location": "/k/ca.crt", "ssl.ca.pem": "PEM"}, "keep one"),
+        ({"ssl.key.pem": "KEY"}, "ssl.certificate.pem"),
+        (
+            {"ssl.certificate.pem": "C", "ssl.key.pem": "K", "ssl.key.location": "/k/x"},
+            "keep one",
+        ),
     ],
 )
 def test_what_cannot_be_translated_is_refused_by_name(settings: dict[str, str], named: str) -> None:

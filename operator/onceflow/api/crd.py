@@ -139,7 +139,28 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
     }
 
 
+# Kubernetes takes names of custom objects up to 253 characters, but Onceflow copies a
+# workload's name into label values and names built on it (63 at most).
+LABEL_LIMIT = 63
+
+
+def name_rule(model: type[BaseModel]) -> Schema:
+    """The root CEL rule bounding ``metadata.name``: checked by the API server itself,
+    so a name that cannot work is refused at ``kubectl apply`` even without the
+    operator's webhook."""
+    limit = getattr(model, "NAME_LIMIT", LABEL_LIMIT)
+    why = getattr(model, "NAME_LIMIT_REASON", "it is used as a label value")
+    return {
+        "rule": f"self.metadata.name.size() <= {limit}",
+        "message": f"metadata.name: at most {limit} characters, as {why}",
+    }
+
+
 def crd(definition: KindDefinition) -> Schema:
+    schema = {
+        **openapi_schema(definition.model),
+        "x-kubernetes-validations": [name_rule(definition.model)],
+    }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -165,7 +186,7 @@ def crd(definition: KindDefinition) -> Schema:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": list(definition.columns),
-                    "schema": {"openAPIV3Schema": openapi_schema(definition.model)},
+                    "schema": {"openAPIV3Schema": schema},
                 }
             ],
         },

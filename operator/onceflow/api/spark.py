@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
@@ -652,14 +652,32 @@ class SparkJobStatus(CommonStatus):
     )
 
 
+# spark-submit's driver runs as the Job ``<name>-driver`` (and the Spark operator's as
+# the pod of that name), whose name Kubernetes copies into a label value: 63 at most.
+DRIVER_SUFFIX = "-driver"
+SPARK_JOB_NAME_LIMIT = 63 - len(DRIVER_SUFFIX)
+
+
 class SparkJob(ApiModel):
     """A streaming job of a pipeline."""
+
+    NAME_LIMIT: ClassVar[int] = SPARK_JOB_NAME_LIMIT
+    NAME_LIMIT_REASON: ClassVar[str] = f"its driver is named <name>{DRIVER_SUFFIX}"
 
     api_version: Literal["onceflow.io/v1alpha1"] = "onceflow.io/v1alpha1"
     kind: Literal["SparkJob"] = "SparkJob"
     metadata: ObjectMeta
     spec: SparkJobSpec
     status: SparkJobStatus | None = None
+
+    @model_validator(mode="after")
+    def _name_fits_the_driver(self) -> Self:
+        if len(self.metadata.name) > self.NAME_LIMIT:
+            raise ValueError(
+                f"metadata.name: at most {self.NAME_LIMIT} characters, as "
+                f"{self.NAME_LIMIT_REASON} (63 at most); choose a shorter name"
+            )
+        return self
 
 
 class SparkJobSettings(ApiModel):

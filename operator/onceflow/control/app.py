@@ -30,6 +30,29 @@ def build_controllers() -> Controllers:
     # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
     # reported as Degraded and retried with backoff rather than waited on.
     fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))
-    sources = SourceReconciler(kube, image, fence_timeout_s=fence_timeout)
-    spark_jobs = SparkJobReconciler(kube, image, version("pyspark"), fence_timeout_s=fence_timeout)
-    return Controllers(kube, sources, PipelineReconciler(kube), spark_jobs)
+    # Kafka settings a platform admin accepts from auth Secrets beyond the built-in
+    # list (logic.client_keys), comma-separated names.
+    extra_keys = frozenset(
+        key.strip()
+        for key in os.environ.get("ONCEFLOW_EXTRA_SECRET_KEYS", "").split(",")
+        if key.strip()
+    )
+    # Progressing for longer than this is reported as Degraded too (0: never).
+    deadline = float(os.environ.get("ONCEFLOW_PROGRESS_DEADLINE_S", "600")) or None
+    sources = SourceReconciler(
+        kube,
+        image,
+        fence_timeout_s=fence_timeout,
+        extra_secret_keys=extra_keys,
+        progress_deadline_s=deadline,
+    )
+    spark_jobs = SparkJobReconciler(
+        kube,
+        image,
+        version("pyspark"),
+        fence_timeout_s=fence_timeout,
+        extra_secret_keys=extra_keys,
+        progress_deadline_s=deadline,
+    )
+    pipelines = PipelineReconciler(kube, progress_deadline_s=deadline)
+    return Controllers(kube, sources, pipelines, spark_jobs)

@@ -246,10 +246,6 @@ class KubeClient:
             if error.status != HTTP_CONFLICT:
                 raise
 
-    def secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        secret = self.core.read_namespaced_secret(name, namespace)
-        return {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
-
     def secret_if_present(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         """The Secret's data and resourceVersion, or None."""
         try:

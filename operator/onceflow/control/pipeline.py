@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
-from onceflow.api.status import ConditionStatus, ConditionType
+from onceflow.api.status import Condition, ConditionStatus, ConditionType
+from onceflow.control.failures import reporting_failures
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.logic.conditions import set_conditions
+from onceflow.logic.conditions import newly_degraded, set_conditions
 from onceflow.logic.rollout import (
     WorkloadObservation,
     decide_rollout,
@@ -30,6 +31,14 @@ def _condition(obj: Obj, type_: ConditionType) -> dict[str, str]:
     return {}
 
 
+def _degraded(obj: Obj) -> str:
+    """The workload's Degraded reason and message, "" while it is not degraded."""
+    condition = _condition(obj, ConditionType.DEGRADED)
+    if condition.get("status") != ConditionStatus.TRUE.value:
+        return ""
+    return f"{condition.get('reason', 'Degraded')}: {condition.get('message', '')}"
+
+
 def observe_source(obj: Obj) -> WorkloadObservation:
     """A source counts in a mode once that generation is fenced and all tasks run."""
     status = obj.get("status") or {}
@@ -39,7 +48,9 @@ def observe_source(obj: Obj) -> WorkloadObservation:
     mode = ExactlyOnceMode(status["mode"]) if settled and status.get("mode") else None
     ready = _condition(obj, ConditionType.READY).get("status") == ConditionStatus.TRUE.value
     message = "" if ready else _condition(obj, ConditionType.READY).get("message", "not observed")
-    return WorkloadObservation("KafkaSource", obj["metadata"]["name"], mode, ready, message)
+    return WorkloadObservation(
+        "KafkaSource", obj["metadata"]["name"], mode, ready, message, _degraded(obj)
+    )
 
 
 def observe_spark_job(obj: Obj) -> WorkloadObservation:
@@ -47,12 +58,24 @@ def observe_spark_job(obj: Obj) -> WorkloadObservation:
     mode = ExactlyOnceMode(status["observedMode"]) if status.get("observedMode") else None
     ready = _condition(obj, ConditionType.READY).get("status") == ConditionStatus.TRUE.value
     message = "" if ready else _condition(obj, ConditionType.READY).get("message", "not observed")
-    return WorkloadObservation("SparkJob", obj["metadata"]["name"], mode, ready, message)
+    return WorkloadObservation(
+        "SparkJob", obj["metadata"]["name"], mode, ready, message, _degraded(obj)
+    )
+
+
+def workloads_degraded(workloads: list[WorkloadObservation]) -> tuple[bool, str, str]:
+    """A Pipeline is Degraded while any of its workloads is, naming them and why."""
+    degraded = [f"{w.label}: {w.degraded}" for w in workloads if w.degraded]
+    if not degraded:
+        return False, "Healthy", ""
+    return True, "WorkloadDegraded", "; ".join(degraded)
 
 
 @dataclass
 class PipelineReconciler:
     kube: KubeClient
+    progress_deadline_s: float | None = None
+    """A rollout in progress for longer is reported as Degraded (None: never)."""
 
     def observe_workloads(self, namespace: str, name: str) -> list[WorkloadObservation]:
         sources = [
@@ -72,7 +95,42 @@ class PipelineReconciler:
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
+
+        def degrade(reason: str, message: str) -> None:
+            latest = self.kube.get(PLURAL, namespace, name)
+            if latest is not None:
+                self._degrade(latest, reason, message)
+
+        return reporting_failures(lambda: self._pass(obj), degrade)
+
+    def _degrade(self, obj: Obj, reason: str, message: str) -> None:
+        """A Pipeline that cannot be read (its spec fails the model) or reconciled: its
+        rollout stays where it is, and status says why."""
+        status = obj.get("status") or {}
+        conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
+        generation = obj["metadata"].get("generation")
+        updated = set_conditions(
+            conditions,
+            ready=(False, reason, message),
+            progressing=(False, reason, "blocked until the problem is fixed"),
+            degraded=(True, reason, message),
+            now=now_rfc3339(),
+            observed_generation=generation,
+        )
+        wire = {
+            **status,
+            "observedGeneration": generation,
+            "conditions": [c.to_wire() for c in updated],
+        }
+        if status != wire:
+            self.kube.replace_status(PLURAL, obj, wire)
+            news = newly_degraded(conditions, updated)
+            if news is not None:
+                self.kube.event(obj, news.reason, news.message, warning=True)
+
+    def _pass(self, obj: Obj) -> bool:
         pipeline = Pipeline.model_validate(obj)
+        namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         workloads = self.observe_workloads(namespace, name)
         if pipeline.status is None:
             status = PipelineStatus()
@@ -115,9 +173,10 @@ class PipelineReconciler:
                         "RolloutInProgress" if not settled else "Stable",
                         decision.step,
                     ),
-                    degraded=(False, "Healthy", ""),
+                    degraded=workloads_degraded(workloads),
                     now=now_rfc3339(),
                     observed_generation=generation,
+                    deadline_s=self.progress_deadline_s,
                 ),
             }
         )
@@ -126,4 +185,7 @@ class PipelineReconciler:
             obj = self.kube.replace_status(PLURAL, obj, wire)
             if decision.advanced:
                 self.kube.event(obj, "RolloutStep", decision.step)
+            news = newly_degraded(status.conditions, updated.conditions)
+            if news is not None:
+                self.kube.event(obj, news.reason, news.message, warning=True)
         return settled

@@ -32,6 +32,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NamedTuple, Protocol
 
 from onceflow.control.errors import RetryLaterError
+from onceflow.control.failures import ReportedFailureError
 from onceflow.control.kube import StaleStatusError
 from onceflow.logic.requeue import Outcome, RequeuePolicy
 
@@ -57,6 +58,16 @@ def run_pass(reconcile: Callable[[str, str], bool], key: Key) -> tuple[Outcome, 
         # Somebody wrote the object since it was read; its watch event wakes us too.
         log.info("%s %s/%s: %s", key.plural, key.namespace, key.name, stale)
         return Outcome.RETRY, 0.0
+    except ReportedFailureError as reported:
+        log.warning(
+            "%s %s/%s: %s",
+            key.plural,
+            key.namespace,
+            key.name,
+            reported,
+            exc_info=reported.unexpected,
+        )
+        return Outcome.FAILED, None
     except Exception:
         log.exception("%s %s/%s: reconcile pass failed", key.plural, key.namespace, key.name)
         return Outcome.FAILED, None

@@ -13,22 +13,26 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
+from onceflow.control.failures import reporting_failures
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
     invalid_workload,
     parse_workload,
+    pipeline_client_settings,
     require_current_mode,
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
-from onceflow.logic.conditions import set_conditions
+from onceflow.logic.conditions import newly_degraded, set_conditions
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
@@ -83,6 +87,10 @@ class SourceReconciler:
     fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
     fence_failures: dict[str, FenceFailures] = field(default_factory=dict)
+    extra_secret_keys: frozenset[str] = frozenset()
+    """Kafka settings accepted from auth Secrets beyond the built-in list."""
+    progress_deadline_s: float | None = None
+    """Progressing for longer is reported as Degraded (None: never)."""
 
     # -- observe and validate -------------------------------------------------------
 
@@ -102,13 +110,12 @@ class SourceReconciler:
         if isinstance(desired, list):
             raise invalid_workload(desired)
         require_current_mode(desired.pipeline)
+        # Checked every pass, not only when fencing: tasks mount the same Secret.
+        self._kafka_config(desired.pipeline)
         return source, desired.pipeline, desired
 
     def _kafka_config(self, pipeline: Pipeline) -> dict[str, str]:
-        secret = pipeline.spec.kafka.auth_secret_ref
-        if secret is None:
-            return {}
-        return self.kube.secret_data(pipeline.metadata.namespace, secret.name)
+        return pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
 
     # -- record ---------------------------------------------------------------------
 
@@ -116,7 +123,11 @@ class SourceReconciler:
         wire = status.to_wire()
         if obj.get("status") == wire:
             return obj
-        return self.kube.replace_status(PLURAL, obj, wire)
+        news = newly_degraded(self._status(obj).conditions, status.conditions)
+        written = self.kube.replace_status(PLURAL, obj, wire)
+        if news is not None:
+            self.kube.event(written, news.reason, news.message, warning=True)
+        return written
 
     def _status(self, obj: Obj) -> KafkaSourceStatus:
         return KafkaSourceStatus.model_validate(obj.get("status") or {})
@@ -141,6 +152,7 @@ class SourceReconciler:
                     degraded=degraded,
                     now=now_rfc3339(),
                     observed_generation=generation,
+                    deadline_s=self.progress_deadline_s,
                 ),
             }
         )
@@ -153,8 +165,6 @@ class SourceReconciler:
             progressing=(False, reason, "blocked until the problem is fixed"),
             degraded=(True, reason, message),
         )
-        if obj.get("status") != status.to_wire():
-            self.kube.event(obj, reason, message, warning=True)
         return self._write(obj, status)
 
     # -- the pass -------------------------------------------------------------------
@@ -174,11 +184,17 @@ class SourceReconciler:
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
-        try:
-            source, pipeline, desired = self._desired(obj)
-        except InvalidWorkloadError as error:
-            self._degrade(obj, error.reason, str(error))
-            return False
+
+        def degrade(reason: str, message: str) -> None:
+            latest = self.kube.get(PLURAL, namespace, name)
+            if latest is not None:
+                self._degrade(latest, reason, message)
+
+        return reporting_failures(lambda: self._pass(obj), degrade)
+
+    def _pass(self, obj: Obj) -> bool:
+        source, pipeline, desired = self._desired(obj)
+        namespace, name = source.metadata.namespace, source.metadata.name
         key = f"{namespace}/{name}"
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)
@@ -385,6 +401,20 @@ class SourceReconciler:
         self._write(latest, status)
         return all_ready
 
+    def _fencing_on_deletion(self, obj: Obj) -> tuple[Pipeline, dict[str, str]] | str:
+        """The Pipeline and client settings to fence a deleted source's ids with, or why
+        there are none: a directory deleted with ``kubectl delete -f`` removes the
+        Pipeline or its Secret in any order relative to the source."""
+        wanted = obj["spec"]["pipeline"]
+        pipeline_obj = self.kube.get("pipelines", obj["metadata"]["namespace"], wanted)
+        if pipeline_obj is None:
+            return f"Pipeline {wanted!r} is gone"
+        try:
+            pipeline = Pipeline.model_validate(pipeline_obj)
+            return pipeline, self._kafka_config(pipeline)
+        except (InvalidWorkloadError, ValidationError) as unusable:
+            return f"Pipeline {wanted!r} cannot be used ({unusable})"
+
     def finalize(self, namespace: str, name: str) -> None:
         """Deletion: stop the pods, fence every id the record knows (the predecessor's
         too while fencing is pending), keep the offsets topic (data is never deleted
@@ -397,16 +427,15 @@ class SourceReconciler:
         for pod in pods:
             if not terminating(pod):
                 self.kube.delete_pod(namespace, pod["metadata"]["name"], TASK_GRACE_SECONDS)
-        pipeline_obj = self.kube.get("pipelines", namespace, obj["spec"]["pipeline"])
-        if pipeline_obj is None:
+        fencing = self._fencing_on_deletion(obj)
+        if isinstance(fencing, str):
             if pods:
                 raise RetryLaterError(
-                    f"Pipeline {obj['spec']['pipeline']!r} is gone, so its ids cannot be "
-                    "fenced: waiting until the task pods are gone",
+                    f"{fencing}, so its ids cannot be fenced: waiting until the task pods are gone",
                     5.0,
                 )
         else:
-            pipeline = Pipeline.model_validate(pipeline_obj)
+            pipeline, extra = fencing
             record = self._record(obj, pipeline)
             ids = (
                 ()
@@ -417,7 +446,7 @@ class SourceReconciler:
                 report = self.fence(
                     pipeline.spec.kafka.bootstrap_servers,
                     ids,
-                    extra=self._kafka_config(pipeline),
+                    extra=extra,
                     timeout_s=self.fence_timeout_s,
                 )
                 if not report.ok:

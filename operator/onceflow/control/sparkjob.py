@@ -14,20 +14,24 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubernetes.client.exceptions import ApiException
+
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.failures import reporting_failures
+from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
     invalid_workload,
     parse_workload,
+    pipeline_client_settings,
     require_current_mode,
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.logic.conditions import set_conditions
+from onceflow.logic.conditions import newly_degraded, set_conditions
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
@@ -59,6 +63,10 @@ class SparkJobReconciler:
     spark_version: str
     fence: Callable[..., FencingReport] = fence_transactional_ids
     fence_timeout_s: float = 30.0
+    extra_secret_keys: frozenset[str] = frozenset()
+    """Kafka settings accepted from auth Secrets beyond the built-in list."""
+    progress_deadline_s: float | None = None
+    """Progressing for longer is reported as Degraded (None: never)."""
 
     def _status(self, obj: Obj) -> SparkJobStatus:
         return SparkJobStatus.model_validate(obj.get("status") or {})
@@ -83,15 +91,18 @@ class SparkJobReconciler:
                     degraded=(degraded, reason, message if degraded else ""),
                     now=now_rfc3339(),
                     observed_generation=generation,
+                    deadline_s=self.progress_deadline_s,
                 ),
             }
         )
         wire = status.to_wire()
         if obj.get("status") == wire:
             return obj
-        if degraded:
-            self.kube.event(obj, reason, message, warning=True)
-        return self.kube.replace_status(PLURAL, obj, wire)
+        news = newly_degraded(self._status(obj).conditions, status.conditions)
+        written = self.kube.replace_status(PLURAL, obj, wire)
+        if news is not None:
+            self.kube.event(written, news.reason, news.message, warning=True)
+        return written
 
     def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, SparkJobSettings]:
         job = parse_workload(SparkJob, obj)
@@ -115,6 +126,8 @@ class SparkJobReconciler:
         if files is not None:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         assert pipeline is not None, "a job resolves only with its Pipeline"
+        # Checked every pass: drivers and executors mount the same Secret.
+        pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
         return job, pipeline, require_current_mode(pipeline), settings
 
     def reconcile(self, namespace: str, name: str) -> bool:
@@ -123,11 +136,17 @@ class SparkJobReconciler:
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
-        try:
-            job, pipeline, mode, settings = self._observe(obj)
-        except InvalidWorkloadError as error:
-            self._write(obj, self._status(obj), False, error.reason, str(error), degraded=True)
-            return False
+
+        def degrade(reason: str, message: str) -> None:
+            latest = self.kube.get(PLURAL, namespace, name)
+            if latest is not None:
+                self._write(latest, self._status(latest), False, reason, message, degraded=True)
+
+        return reporting_failures(lambda: self._pass(obj), degrade)
+
+    def _pass(self, obj: Obj) -> bool:
+        job, pipeline, mode, settings = self._observe(obj)
+        name = job.metadata.name
         status = self._status(obj)
         submission = submission_of(job)
         application = self._get(submission, job)
@@ -161,7 +180,7 @@ class SparkJobReconciler:
             raise RetryLaterError(message)
         if application is None:
             self._wait_until_previous_pods_are_gone(obj, job, status)
-            application = self.kube.create_foreign(submission.plural, desired)
+            application = self._create(submission, desired)
             self.kube.event(obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
         state = submission.state(application)
         running = state == "RUNNING"
@@ -190,6 +209,19 @@ class SparkJobReconciler:
         )
         self._write(obj, status, running or completed, reason, message, degraded=failed)
         return running or completed
+
+    def _create(self, submission: Submission, desired: Obj) -> Obj:
+        try:
+            return self.kube.create_foreign(submission.plural, desired)
+        except ApiException as error:
+            if error.status != HTTP_NOT_FOUND or submission.plural != "sparkapplications":
+                raise
+            raise InvalidWorkloadError(
+                "SparkOperatorMissing",
+                f"spec.submitter: spark-operator needs the SparkApplication CRD "
+                f"({submission.api_version}), which this cluster does not serve; install "
+                "the Spark operator or set spec.submitter: spark-submit",
+            ) from None
 
     def _wait_until_previous_pods_are_gone(
         self, obj: Obj, job: SparkJob, status: SparkJobStatus
@@ -274,8 +306,7 @@ class SparkJobReconciler:
             self._delete(submission_of(job), job)
             self._write(obj, status, False, "HandingOverSink", step.reason)
             raise RetryLaterError(step.reason)
-        secret = pipeline.spec.kafka.auth_secret_ref
-        extra = self.kube.secret_data(job.metadata.namespace, secret.name) if secret else {}
+        extra = pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
         report = self.fence(
             pipeline.spec.kafka.bootstrap_servers,
             list(step.ids),

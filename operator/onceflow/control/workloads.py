@@ -9,9 +9,12 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.errors import Problem, problems_from
+from onceflow.api.errors import SECRET_NOT_FOUND, Problem, problems_from
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj
+from onceflow.logic.client_keys import refusal_message, refused_secret_keys
+
+KAFKA_SETTING_REFUSED = "KafkaSettingRefused"
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -32,7 +35,39 @@ def invalid_workload(problems: Sequence[Problem]) -> InvalidWorkloadError:
 
 def find_pipeline(kube: KubeClient, namespace: str, name: str) -> Pipeline | None:
     found = kube.get("pipelines", namespace, name)
-    return Pipeline.model_validate(found) if found is not None else None
+    if found is None:
+        return None
+    try:
+        return Pipeline.model_validate(found)
+    except ValidationError as error:
+        raise InvalidWorkloadError(
+            "PipelineInvalid",
+            f"spec.pipeline: Pipeline {name!r} is invalid "
+            f"({'; '.join(map(str, problems_from(error)))}); its status says the same",
+        ) from None
+
+
+def pipeline_client_settings(
+    kube: KubeClient, pipeline: Pipeline, extra_accepted: frozenset[str]
+) -> dict[str, str]:
+    """The Kafka client settings of the Pipeline's auth Secret, as the operator's own
+    clients may use them: a missing Secret or a setting it does not accept makes the
+    workload Degraded, naming the Secret and the keys."""
+    secret = pipeline.spec.kafka.auth_secret_ref
+    if secret is None:
+        return {}
+    namespace = pipeline.metadata.namespace
+    found = kube.secret_if_present(namespace, secret.name)
+    if found is None:
+        raise InvalidWorkloadError(
+            SECRET_NOT_FOUND,
+            f"spec.kafka.authSecretRef of Pipeline {pipeline.metadata.name!r}: Secret "
+            f"{secret.name!r} not found {where_in(namespace)}; create it or fix the name",
+        )
+    refused = refused_secret_keys(found[0], extra_accepted)
+    if refused:
+        raise InvalidWorkloadError(KAFKA_SETTING_REFUSED, refusal_message(secret.name, refused))
+    return found[0]
 
 
 def where_in(namespace: str) -> str:

@@ -4,8 +4,12 @@ as Kubernetes' meta.SetStatusCondition does, so watchers see real transitions on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
+
+# metav1.Condition's bound on a message: a long list of workloads or problems is cut.
+MESSAGE_LIMIT = 32768
 
 
 def set_condition(
@@ -24,12 +28,39 @@ def set_condition(
         type=type_,
         status=wanted,
         reason=reason,
-        message=message,
+        message=message[:MESSAGE_LIMIT],
         last_transition_time=since,
         observed_generation=observed_generation,
     )
     others = [c for c in conditions if c.type is not type_]
     return sorted([*others, updated], key=lambda c: list(ConditionType).index(c.type))
+
+
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+
+
+def _seconds_between(earlier: str, later: str) -> float:
+    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+
+
+def past_deadline(
+    conditions: Sequence[Condition], progressing: tuple[bool, str, str], now: str, deadline_s: float
+) -> tuple[bool, str, str] | None:
+    """Degraded for an object that has been Progressing longer than ``deadline_s``
+    (Deployments' progressDeadlineSeconds): a task that never gets ready, a driver
+    that never runs, a rollout that never completes is told apart from one that is
+    merely slow, in ``kubectl`` and in Argo CD. None while within the deadline."""
+    previous = next((c for c in conditions if c.type is ConditionType.PROGRESSING), None)
+    if not progressing[0] or previous is None or previous.status is not ConditionStatus.TRUE:
+        return None
+    if _seconds_between(previous.last_transition_time, now) <= deadline_s:
+        return None
+    return (
+        True,
+        PROGRESS_DEADLINE_EXCEEDED,
+        f"progressing since {previous.last_transition_time}, longer than the "
+        f"{deadline_s:g} s deadline: {progressing[2]}",
+    )
 
 
 def set_conditions(
@@ -40,8 +71,13 @@ def set_conditions(
     degraded: tuple[bool, str, str],
     now: str,
     observed_generation: int | None,
+    deadline_s: float | None = None,
 ) -> list[Condition]:
-    """All three conditions at once, each as (status, reason, message)."""
+    """All three conditions at once, each as (status, reason, message); with
+    ``deadline_s``, an object Progressing for longer is Degraded too (unless it
+    already is, for a reason of its own)."""
+    if deadline_s is not None and not degraded[0]:
+        degraded = past_deadline(conditions, progressing, now, deadline_s) or degraded
     result = list(conditions)
     for type_, (status, reason, message) in (
         (ConditionType.READY, ready),
@@ -50,3 +86,19 @@ def set_conditions(
     ):
         result = set_condition(result, type_, status, reason, message, now, observed_generation)
     return result
+
+
+def newly_degraded(before: Sequence[Condition], after: Sequence[Condition]) -> Condition | None:
+    """The Degraded condition of ``after`` if it is True and says something ``before``
+    did not: when a Warning event is due (not again on every pass that finds the same)."""
+    old = next((c for c in before if c.type is ConditionType.DEGRADED), None)
+    new = next((c for c in after if c.type is ConditionType.DEGRADED), None)
+    if new is None or new.status is not ConditionStatus.TRUE:
+        return None
+    if old is not None and (old.status, old.reason, old.message) == (
+        new.status,
+        new.reason,
+        new.message,
+    ):
+        return None
+    return new

@@ -35,6 +35,8 @@ HANDLED = frozenset(
         "ssl.ca.pem",
         "ssl.certificate.location",
         "ssl.key.location",
+        "ssl.certificate.pem",
+        "ssl.key.pem",
     }
 )
 
@@ -70,16 +72,35 @@ def java_kafka_settings(librdkafka: Mapping[str, str], read_file: ReadFile) -> d
     if "ssl.ca.pem" in settings:
         java["ssl.truststore.type"] = "PEM"
         java["ssl.truststore.certificates"] = settings["ssl.ca.pem"]
-    if "ssl.certificate.location" in settings or "ssl.key.location" in settings:
-        if not ("ssl.certificate.location" in settings and "ssl.key.location" in settings):
-            raise UntranslatableKafkaSettingError(
-                "ssl.certificate.location and ssl.key.location go together (a client "
-                "certificate needs its key)"
-            )
-        java["ssl.keystore.type"] = "PEM"
-        java["ssl.keystore.certificate.chain"] = read_file(settings["ssl.certificate.location"])
-        java["ssl.keystore.key"] = read_file(settings["ssl.key.location"])
+    java.update(_client_certificate(settings, read_file))
     return java
+
+
+def _client_certificate(settings: Mapping[str, str], read_file: ReadFile) -> dict[str, str]:
+    """The client certificate and key, inline (``*.pem``, what a Secret holds) or from
+    files (``*.location``), as a PEM keystore."""
+    if {"ssl.certificate.pem", "ssl.key.pem"} & settings.keys() and {
+        "ssl.certificate.location",
+        "ssl.key.location",
+    } & settings.keys():
+        raise UntranslatableKafkaSettingError(
+            "the client certificate is given both inline (*.pem) and as files "
+            "(*.location): keep one"
+        )
+    for form, take in (("pem", lambda value: value), ("location", read_file)):
+        certificate, key = f"ssl.certificate.{form}", f"ssl.key.{form}"
+        if certificate not in settings and key not in settings:
+            continue
+        if not (certificate in settings and key in settings):
+            raise UntranslatableKafkaSettingError(
+                f"{certificate} and {key} go together (a client certificate needs its key)"
+            )
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.certificate.chain": take(settings[certificate]),
+            "ssl.keystore.key": take(settings[key]),
+        }
+    return {}
 
 
 def _jaas(settings: Mapping[str, str]) -> str:

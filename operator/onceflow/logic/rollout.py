@@ -32,6 +32,8 @@ class WorkloadObservation:
     observed_mode: ExactlyOnceMode | None
     ready: bool
     message: str = ""
+    degraded: str = ""
+    """Why the workload reports Degraded ("" while it does not)."""
 
     @property
     def label(self) -> str:

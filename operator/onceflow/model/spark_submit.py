@@ -13,7 +13,7 @@ so the driver lives in the Job's own pod rather than in one spark-submit creates
 
 from __future__ import annotations
 
-from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob, SparkJobSettings
+from onceflow.api.spark import CPU_REQUEST_KEYS, DRIVER_SUFFIX, SparkJob, SparkJobSettings
 from onceflow.model.objects import (
     LABEL_SPARKJOB,
     METRICS_CONTAINER_PORT,
@@ -54,7 +54,7 @@ UNLIMITED_RESTARTS = 2**31 - 1
 
 
 def submit_job_name(job: str) -> str:
-    return f"{job}-driver"
+    return f"{job}{DRIVER_SUFFIX}"
 
 
 def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[str, str]:

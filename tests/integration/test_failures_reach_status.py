@@ -1,0 +1,246 @@
+"""Failures a reconcile pass cannot get past, on a real API server with the operator
+running: each reaches the object's status as Degraded with a reason and a message
+naming the fix, and a Warning event; the Pipeline reports Degraded while a workload
+is; fixing the cause brings the object back without restarting anything."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.test_operator import pipeline, source
+from tests.integration.test_operator_spark import SPARK_CRD_NAME, _job, install_spark_crd
+from tests.support.cluster import Cluster, OperatorProcess, install_crds, running_operator
+from tests.support.kubelet import LocalKubelet
+from tests.support.testbed import kubectl
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+
+
+@pytest.fixture
+def operator(
+    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
+) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
+    with running_operator(kubeconfig, tmp_path, "fail") as running:
+        yield running
+
+
+def _degraded(cluster: Cluster, plural: str, name: str, reason: str) -> dict[str, Any]:
+    """Waits for Degraded=True with ``reason``; returns the condition."""
+    wait_for(
+        lambda: (
+            cluster.condition(plural, name, "Degraded").get("reason") == reason
+            and cluster.condition(plural, name, "Degraded").get("status") == "True"
+        ),
+        60,
+        f"{plural}/{name} Degraded with {reason} (now "
+        f"{cluster.condition(plural, name, 'Degraded')})",
+    )
+    condition = cluster.condition(plural, name, "Degraded")
+    assert cluster.condition(plural, name, "Ready").get("status") == "False"
+    # The event follows the status write.
+    wait_for(
+        lambda: any(e.type == "Warning" and e.reason == reason for e in cluster.events(name)),
+        10,
+        f"a Warning event {reason} on {plural}/{name}",
+    )
+    return condition
+
+
+def _ready(cluster: Cluster, plural: str, name: str) -> None:
+    wait_for(
+        lambda: cluster.condition(plural, name, "Ready").get("status") == "True",
+        120,
+        f"{plural}/{name} Ready again",
+    )
+    assert cluster.condition(plural, name, "Degraded").get("status") == "False"
+
+
+def test_a_missing_or_unsafe_auth_secret_degrades_the_source_and_its_pipeline(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    topic = f"fail-{uuid.uuid4().hex[:6]}"
+    cluster.create(
+        "pipelines", pipeline(kafka_bootstrap, "disabled", authSecretRef={"name": "kafka-auth"})
+    )
+    cluster.create("kafkasources", source(1, topic))
+
+    missing = _degraded(cluster, "kafkasources", "counter", "SecretNotFound")
+    assert "Secret 'kafka-auth' not found" in missing["message"], missing
+    assert "spec.kafka.authSecretRef" in missing["message"], missing
+    rolled = _degraded(cluster, "pipelines", "orders", "WorkloadDegraded")
+    assert "KafkaSource/counter: SecretNotFound" in rolled["message"], rolled
+    assert cluster.pods("onceflow.io/source=counter") == [], "no pod without its Secret"
+
+    # A key that would make the operator's librdkafka load a library is refused, named.
+    cluster.secret("kafka-auth", {"client.id": "t", "plugin.library.paths": "/tmp/x.so"})
+    refused = _degraded(cluster, "kafkasources", "counter", "KafkaSettingRefused")
+    assert "'plugin.library.paths'" in refused["message"], refused
+    assert "kafkaClient.extraSecretKeys" in refused["message"], refused
+    assert cluster.pods("onceflow.io/source=counter") == []
+
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    _ready(cluster, "kafkasources", "counter")
+    _ready(cluster, "pipelines", "orders")
+
+
+def _refuse_pods(namespace: str) -> list[dict[str, Any]]:
+    """A cluster admission policy that refuses every pod of ``namespace`` (403)."""
+    name = f"{namespace}-no-pods"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "false",
+                        "message": "pods are not allowed here by policy",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
+
+
+def test_a_pod_create_the_api_refuses_degrades_the_source(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet],
+    kafka_bootstrap: str,
+    kubeconfig: str,
+    tmp_path: Path,
+) -> None:
+    cluster, _, _ = operator
+    policy = tmp_path / "no-pods.yaml"
+    policy.write_text(yaml.safe_dump_all(_refuse_pods(cluster.namespace)))
+    kubectl(kubeconfig, "apply", "-f", str(policy))
+    try:
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        cluster.create("kafkasources", source(1, f"fail-{uuid.uuid4().hex[:6]}"))
+        refused = _degraded(cluster, "kafkasources", "counter", "Forbidden")
+        assert "pods are not allowed here by policy" in refused["message"], refused
+        assert "admission policy" in refused["message"], refused
+        _degraded(cluster, "pipelines", "orders", "WorkloadDegraded")
+    finally:
+        kubectl(kubeconfig, "delete", "-f", str(policy), "--ignore-not-found")
+    _ready(cluster, "kafkasources", "counter")
+
+
+def test_an_invalid_pipeline_degrades_itself_and_names_itself_to_its_workloads(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, kubeconfig: str
+) -> None:
+    cluster, _, _ = operator
+    # A Pipeline stored under an older CRD, which did not bound names (the model, the
+    # labels and the ids built from the name take 63 characters at most). The current
+    # CRD's rule would refuse even its status, so the older one stays for the test.
+    rules = "/spec/versions/0/schema/openAPIV3Schema/x-kubernetes-validations"
+    older = [{"op": "remove", "path": rules}]
+    kubectl(
+        kubeconfig, "patch", "crd/pipelines.onceflow.io", "--type=json", "-p", json.dumps(older)
+    )
+    try:
+        name = "orders-" + "x" * 60
+        body = pipeline(kafka_bootstrap, "disabled")
+        wait_for(
+            lambda: _created(cluster, {**body, "metadata": {"name": name}}),
+            30,
+            "the older CRD to take a long name",
+        )
+        workload = source(1, f"fail-{uuid.uuid4().hex[:6]}")
+        workload["spec"]["pipeline"] = name
+        cluster.create("kafkasources", workload)
+
+        invalid = _degraded(cluster, "pipelines", name, "InvalidSpec")
+        assert "metadata.name" in invalid["message"], invalid
+        named = _degraded(cluster, "kafkasources", "counter", "PipelineInvalid")
+        assert f"Pipeline {name!r} is invalid" in named["message"], named
+    finally:
+        install_crds(kubeconfig)
+
+
+def _created(cluster: Cluster, body: dict[str, Any]) -> bool:
+    try:
+        cluster.create("pipelines", body)
+    except ApiException as refused:
+        if refused.status != 422:
+            raise
+        return False
+    return True
+
+
+def test_a_spark_job_without_the_spark_operator_crd_says_so(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, kubeconfig: str
+) -> None:
+    cluster, _, _ = operator
+    kubectl(kubeconfig, "delete", SPARK_CRD_NAME, "--ignore-not-found", "--wait=true")
+    try:
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        cluster.create("sparkjobs", _job(partitions=2))
+        missing = _degraded(cluster, "sparkjobs", "agg", "SparkOperatorMissing")
+        assert "spec.submitter: spark-submit" in missing["message"], missing
+        _degraded(cluster, "pipelines", "orders", "WorkloadDegraded")
+    finally:
+        install_spark_crd(kubeconfig)
+
+
+def test_progress_past_the_deadline_is_degraded_and_ends_when_it_settles(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, default, _ = operator
+    default.stop()
+    impatient = OperatorProcess(
+        default.kubeconfig,
+        default.namespace,
+        default.log,
+        environment=(("ONCEFLOW_PROGRESS_DEADLINE_S", "8"),),
+    ).start()
+    try:
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        # The test bed runs no Job controller: the driver's Job never gets a pod, so the
+        # job stays Starting, as one whose image cannot be pulled does.
+        job = _job(partitions=2)
+        job["spec"] |= {"submitter": "spark-submit", "checkpoint": {"path": "/tmp/agg"}}
+        cluster.create("sparkjobs", job)
+        late = _degraded(cluster, "sparkjobs", "agg", "ProgressDeadlineExceeded")
+        assert "longer than the 8 s deadline" in late["message"], late
+        assert cluster.condition("sparkjobs", "agg", "Progressing")["status"] == "True"
+        named = _degraded(cluster, "pipelines", "orders", "WorkloadDegraded")
+        assert "SparkJob/agg: ProgressDeadlineExceeded" in named["message"], named
+
+        cluster.delete("sparkjobs", "agg")
+        _ready(cluster, "pipelines", "orders")
+    finally:
+        impatient.stop()
