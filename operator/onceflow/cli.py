@@ -105,6 +105,8 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         value = getattr(args, f"webhook_{option}")
         if value:
             os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
+    if args.namespace:
+        os.environ["ONCEFLOW_NAMESPACED"] = "true"
     import kopf
 
     import onceflow.handlers  # noqa: F401 - registers the handlers with kopf

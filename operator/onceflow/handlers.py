@@ -67,6 +67,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 16
     # A standby takes over this long after the active replica's last heartbeat.
     settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
+    # Watching named namespaces needs no cluster-wide rights: kopf's scan for new
+    # namespaces and CRDs (list/watch of both, cluster-wide) is off, and the resources
+    # served are those the API offers at start (a CRD installed later, such as the
+    # Spark operator's, is served after a restart).
+    settings.scanning.disabled = os.environ.get("ONCEFLOW_NAMESPACED") == "true"
     _controllers = build_controllers()
     _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
     # Drivers' Jobs and SparkApplications are filtered by the API server; pods are

@@ -31,3 +31,49 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "onceflow.webhookSecret" -}}
 {{- default (printf "%s-webhook-tls" (include "onceflow.fullname" .)) .Values.webhook.certSecret -}}
 {{- end -}}
+
+{{- /* What the operator does in a namespace it watches, verb by verb: reconcile
+Onceflow objects and write their status, post events, run task pods with their
+ConfigMaps and their least-privilege RBAC, submit Spark drivers (SparkApplications or
+Jobs), read the Secrets Pipelines and connectors name. */ -}}
+{{- define "onceflow.namespacedRules" -}}
+- apiGroups: [onceflow.io]
+  resources: [pipelines, kafkasources, sparkjobs]
+  verbs: [get, list, watch, patch]
+- apiGroups: [onceflow.io]
+  resources: [pipelines/status, kafkasources/status, sparkjobs/status]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch, create, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, update, delete]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [create]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [create]
+- apiGroups: [sparkoperator.k8s.io]
+  resources: [sparkapplications]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+{{- end -}}
+
+{{- /* The CA of the operator's own webhook certificate goes into this one
+configuration. */ -}}
+{{- define "onceflow.webhookConfigurationRule" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [validatingwebhookconfigurations]
+  resourceNames: [{{ include "onceflow.fullname" . }}]
+  verbs: [get, patch]
+{{- end -}}
