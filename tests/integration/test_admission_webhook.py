@@ -104,6 +104,12 @@ def webhook(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "--webhook-ca",
             str(certs["ca"]),
         ),
+        # The platform allows the tests' own connectors as module references, and
+        # images from one registry.
+        environment=(
+            ("ONCEFLOW_CONNECTOR_MODULES", "tests.support"),
+            ("ONCEFLOW_IMAGE_PREFIXES", "registry.example.com/"),
+        ),
     ).start()
     cluster = Cluster(kubeconfig, namespace)
     admission = client.AdmissionregistrationV1Api(cluster.api)
@@ -169,6 +175,12 @@ def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedPr
     [
         (_source(connector={"type": "nosuch"}), "spec.connector.type: unknown connector 'nosuch'"),
         (
+            # Importing pyspark.shell would start a JVM inside the operator.
+            _source(connector={"type": "pyspark.shell:Anything"}),
+            "'pyspark.shell:Anything' is a module reference, and the operator imports only "
+            "installed connectors",
+        ),
+        (
             _source(connector={"type": "sequence", "config": {"streams": 0}}),
             "spec.connector.config.streams: must be an integer >= 1",
         ),
@@ -191,6 +203,23 @@ def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedPr
         (
             _job(
                 "exactlyOnce",
+                sparkConf={"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"},
+            ),
+            "spec.sparkConf['spark.kubernetes.authenticate.driver.serviceAccountName']: "
+            "chooses the pods' identity",
+        ),
+        (
+            _job("exactlyOnce", sparkConf={"spark.jars.packages": "org.evil:agent:1.0"}),
+            "spec.sparkConf['spark.jars.packages']: loads code from outside the image",
+        ),
+        (
+            _source(image="docker.io/someone/miner:latest"),
+            "spec.image: 'docker.io/someone/miner:latest' is not from an allowed registry "
+            "(registry.example.com/)",
+        ),
+        (
+            _job(
+                "exactlyOnce",
                 input={"topics": ["t"], "valueSchema": "id STRING, ts TIMESTAMP"},
                 watermark={"column": "ts", "delay": "1m"},
                 dedup={"columns": ["order_id"]},
@@ -209,6 +238,16 @@ def test_webhook_rejects_with_the_field_and_the_fix(
 
 def test_valid_objects_pass_and_a_missing_pipeline_only_warns(webhook: Cluster) -> None:
     assert _apply(webhook, _job("exactlyOnce")).returncode == 0
+    allowed = _job(
+        "exactlyOnce",
+        image="registry.example.com/team/spark:1",
+        sparkConf={
+            "spark.kubernetes.executor.request.cores": "500m",
+            "spark.sql.shuffle.partitions": "8",
+        },
+    )
+    result = _apply(webhook, allowed)
+    assert result.returncode == 0, result.stderr
     orphan = _source()
     orphan["spec"]["pipeline"] = "later"
     result = _apply(webhook, orphan)

@@ -85,7 +85,7 @@ def test_a_missing_or_unsafe_auth_secret_degrades_the_source_and_its_pipeline(
     cluster.secret("kafka-auth", {"client.id": "t", "plugin.library.paths": "/tmp/x.so"})
     refused = _degraded(cluster, "kafkasources", "counter", "KafkaSettingRefused")
     assert "'plugin.library.paths'" in refused["message"], refused
-    assert "kafkaClient.extraSecretKeys" in refused["message"], refused
+    assert "tenants.kafkaSecretKeys" in refused["message"], refused
     assert cluster.pods("onceflow.io/source=counter") == []
 
     cluster.secret("kafka-auth", {"client.id": "onceflow-test"})

@@ -45,6 +45,16 @@ def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> N
         "ValidatingWebhookConfiguration",
     ]
     assert _render(kubeconfig, namespace) == documents, "helm template is deterministic"
+    aggregated = {
+        d["metadata"]["name"].removeprefix("of-onceflow-"): d
+        for d in documents
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith(("-view", "-edit"))
+    }
+    aggregates = "rbac.authorization.k8s.io/aggregate-to-"
+    assert aggregated["view"]["metadata"]["labels"][f"{aggregates}view"] == "true"
+    assert f"{aggregates}view" not in aggregated["edit"]["metadata"]["labels"], "viewers read"
+    assert {v for r in aggregated["view"]["rules"] for v in r["verbs"]} == {"get", "list", "watch"}
+    assert all(r["apiGroups"] == ["onceflow.io"] for d in aggregated.values() for r in d["rules"])
     crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
     assert len(crds) == 5
     assert all(c["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for c in crds)

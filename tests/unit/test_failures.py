@@ -150,5 +150,5 @@ def test_a_secret_gives_the_operator_credentials_only() -> None:
     ]
     message = refusal_message("kafka-auth", ["plugin.library.paths"])
     assert "Secret 'kafka-auth'" in message and "'plugin.library.paths'" in message
-    assert "kafkaClient.extraSecretKeys" in message
+    assert "tenants.kafkaSecretKeys" in message
     assert all(key in message for key in ACCEPTED_SECRET_KEYS)

@@ -15,8 +15,9 @@ from onceflow.control.kube import ALL_NAMESPACES
 from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.plugins import operator_loader
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 """(plural, namespace, name) -> object or None."""
@@ -38,8 +39,14 @@ class Verdict:
         return "; ".join(self.problems)
 
 
-def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Verdict:
-    """Allows or rejects one incoming object; never raises for bad input."""
+def review(
+    document: Mapping[str, Any],
+    lookup: Lookup,
+    listing: Listing,
+    policy: TenantPolicy = DEFAULT_POLICY,
+) -> Verdict:
+    """Allows or rejects one incoming object; never raises for bad input. ``policy``:
+    what the platform allows tenants (connector modules, sparkConf keys, images)."""
     try:
         resource = parse_resource(document)
     except InvalidResourceError as error:
@@ -47,8 +54,14 @@ def review(document: Mapping[str, Any], lookup: Lookup, listing: Listing) -> Ver
     namespace = resource.metadata.namespace
     if isinstance(resource, KafkaSource):
         pipeline = _pipeline(lookup, namespace, resource.spec.pipeline)
-        return _verdict(resolve_source(resource, pipeline, load_connector, where=_where(namespace)))
+        if refused := policy.image_problems(resource.spec.image):
+            return _verdict(refused)
+        connectors = operator_loader(policy.connector_modules)
+        return _verdict(resolve_source(resource, pipeline, connectors, where=_where(namespace)))
     if isinstance(resource, SparkJob):
+        refused = policy.spark_conf_problems(resource.spec.spark_conf)
+        if refused := refused + policy.image_problems(resource.spec.image):
+            return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
     # Prefixes are compared across namespaces: transactional ids and offsets topics
     # live in one Kafka cluster, which knows nothing of namespaces.

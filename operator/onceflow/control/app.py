@@ -10,6 +10,7 @@ from onceflow.control.kube import KubeClient, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
+from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
 
 # Task pods run the operator's own image unless a source names another; the chart
@@ -24,18 +25,24 @@ class Controllers:
     spark_jobs: SparkJobReconciler
 
 
+def _names(variable: str) -> frozenset[str]:
+    listed = os.environ.get(variable, "")
+    return frozenset(name.strip() for name in listed.split(",") if name.strip())
+
+
 def build_controllers() -> Controllers:
     kube = KubeClient(load_config(os.environ.get("KUBECONFIG")))
     image = os.environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE)
     # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
     # reported as Degraded and retried with backoff rather than waited on.
     fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))
-    # Kafka settings a platform admin accepts from auth Secrets beyond the built-in
-    # list (logic.client_keys), comma-separated names.
-    extra_keys = frozenset(
-        key.strip()
-        for key in os.environ.get("ONCEFLOW_EXTRA_SECRET_KEYS", "").split(",")
-        if key.strip()
+    # What the platform admin allows tenants beyond the defaults (logic.tenant_policy),
+    # each a comma-separated list.
+    policy = TenantPolicy(
+        extra_secret_keys=_names("ONCEFLOW_EXTRA_SECRET_KEYS"),
+        connector_modules=_names("ONCEFLOW_CONNECTOR_MODULES"),
+        spark_conf_keys=_names("ONCEFLOW_SPARK_CONF_KEYS"),
+        image_prefixes=tuple(sorted(_names("ONCEFLOW_IMAGE_PREFIXES"))),
     )
     # Progressing for longer than this is reported as Degraded too (0: never).
     deadline = float(os.environ.get("ONCEFLOW_PROGRESS_DEADLINE_S", "600")) or None
@@ -43,7 +50,7 @@ def build_controllers() -> Controllers:
         kube,
         image,
         fence_timeout_s=fence_timeout,
-        extra_secret_keys=extra_keys,
+        policy=policy,
         progress_deadline_s=deadline,
     )
     spark_jobs = SparkJobReconciler(
@@ -51,7 +58,7 @@ def build_controllers() -> Controllers:
         image,
         version("pyspark"),
         fence_timeout_s=fence_timeout,
-        extra_secret_keys=extra_keys,
+        policy=policy,
         progress_deadline_s=deadline,
     )
     pipelines = PipelineReconciler(kube, progress_deadline_s=deadline)

@@ -55,6 +55,7 @@ from onceflow.logic.source_status import (
     terminating,
     workers_from_pods,
 )
+from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
@@ -68,7 +69,7 @@ from onceflow.model.objects import (
     task_rbac,
 )
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,14 @@ class SourceReconciler:
     fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
     fence_failures: dict[str, FenceFailures] = field(default_factory=dict)
-    extra_secret_keys: frozenset[str] = frozenset()
-    """Kafka settings accepted from auth Secrets beyond the built-in list."""
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
+
+    @property
+    def connectors(self) -> ConnectorLoader:
+        """Entry points, and module references only from modules the platform allows."""
+        return operator_loader(self.policy.connector_modules)
 
     # -- observe and validate -------------------------------------------------------
 
@@ -102,20 +107,22 @@ class SourceReconciler:
         desired = resolve_source(
             source,
             pipeline,
-            load_connector,
+            self.connectors,
             where=where_in(namespace),
             mode=current_mode(pipeline),
             kafka_config_dir=KAFKA_SECRET_MOUNT if secret else None,
         )
         if isinstance(desired, list):
             raise invalid_workload(desired)
+        if refused := self.policy.image_problems(source.spec.image):
+            raise invalid_workload(refused)
         require_current_mode(desired.pipeline)
         # Checked every pass, not only when fencing: tasks mount the same Secret.
         self._kafka_config(desired.pipeline)
         return source, desired.pipeline, desired
 
     def _kafka_config(self, pipeline: Pipeline) -> dict[str, str]:
-        return pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
+        return pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
 
     # -- record ---------------------------------------------------------------------
 
@@ -273,7 +280,10 @@ class SourceReconciler:
             else None
         )
         problems = source_system_problems(
-            source.spec, secret[0] if secret else {}, shares_task_filesystem=False
+            source.spec,
+            secret[0] if secret else {},
+            shares_task_filesystem=False,
+            load=self.connectors,
         )
         if problems:
             message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"

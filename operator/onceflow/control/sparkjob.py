@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubernetes.client.exceptions import ApiException
 
@@ -41,6 +41,7 @@ from onceflow.logic.sink_handover import (
     StopDriver,
     sink_handover,
 )
+from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.model.objects import LABEL_SPARKJOB
 from onceflow.model.spark_app import (
     SPEC_HASH_ANNOTATION,
@@ -63,8 +64,7 @@ class SparkJobReconciler:
     spark_version: str
     fence: Callable[..., FencingReport] = fence_transactional_ids
     fence_timeout_s: float = 30.0
-    extra_secret_keys: frozenset[str] = frozenset()
-    """Kafka settings accepted from auth Secrets beyond the built-in list."""
+    policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
 
@@ -118,6 +118,9 @@ class SparkJobReconciler:
         )
         if isinstance(settings, list):
             raise invalid_workload(settings)
+        refused = self.policy.spark_conf_problems(job.spec.spark_conf)
+        if refused := refused + self.policy.image_problems(job.spec.image):
+            raise invalid_workload(refused)
         code = job.spec.transform.config_map
         files = self.kube.configmap_data(namespace, code) if code else None
         missing_code = transform_code_problem(job, files, where_in(namespace))
@@ -127,7 +130,7 @@ class SparkJobReconciler:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         assert pipeline is not None, "a job resolves only with its Pipeline"
         # Checked every pass: drivers and executors mount the same Secret.
-        pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
+        pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         return job, pipeline, require_current_mode(pipeline), settings
 
     def reconcile(self, namespace: str, name: str) -> bool:
@@ -306,7 +309,7 @@ class SparkJobReconciler:
             self._delete(submission_of(job), job)
             self._write(obj, status, False, "HandingOverSink", step.reason)
             raise RetryLaterError(step.reason)
-        extra = pipeline_client_settings(self.kube, pipeline, self.extra_secret_keys)
+        extra = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         report = self.fence(
             pipeline.spec.kafka.bootstrap_servers,
             list(step.ids),

@@ -7,7 +7,7 @@ much more than credentials from its settings: it loads a shared library named by
 key names, calls whatever URL is the OIDC token endpoint, and a build with Kerberos
 runs ``sasl.kerberos.kinit.cmd``. So a Secret is read as data: only the settings that
 say how to authenticate are taken, and a platform admin may accept more by name
-(chart value ``kafkaClient.extraSecretKeys``) for a cluster that needs them.
+(chart value ``tenants.kafkaSecretKeys``) for a cluster that needs them.
 """
 
 from __future__ import annotations
@@ -42,5 +42,5 @@ def refusal_message(secret: str, refused: list[str]) -> str:
         f"spec.kafka.authSecretRef: Secret {secret!r} has Kafka setting(s) "
         f"{', '.join(map(repr, refused))} the operator does not accept from a Secret; "
         f"remove them (accepted: {', '.join(sorted(ACCEPTED_SECRET_KEYS))}), or have the "
-        "platform admin accept them by name (chart value kafkaClient.extraSecretKeys)"
+        "platform admin accept them by name (chart value tenants.kafkaSecretKeys)"
     )

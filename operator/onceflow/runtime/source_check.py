@@ -9,16 +9,20 @@ from collections.abc import Mapping
 
 from onceflow.api.errors import Problem
 from onceflow.api.source import KafkaSourceSpec
-from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.plugins import ConnectorLoader, load_connector
 
 SOURCE_SYSTEM_REFUSED = "SourceSystemRefused"
 
 
 def source_system_problems(
-    spec: KafkaSourceSpec, secrets: Mapping[str, str], *, shares_task_filesystem: bool
+    spec: KafkaSourceSpec,
+    secrets: Mapping[str, str],
+    *,
+    shares_task_filesystem: bool,
+    load: ConnectorLoader = load_connector,
 ) -> list[Problem]:
     """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty)."""
-    connector = load_connector(spec.connector.type)
+    connector = load(spec.connector.type)
     try:
         found = connector.check(
             spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem

@@ -1,0 +1,132 @@
+"""What a tenant may ask of the platform by writing a Onceflow resource.
+
+Writing a KafkaSource or SparkJob makes the operator create pods: without limits that
+is the power to run any image, mount any volume, take any ServiceAccount's token and
+load code from anywhere, with Spark settings alone. The platform admin decides what
+is allowed beyond a safe default (chart values, read once at the operator's start);
+the webhook refuses the rest at ``kubectl apply`` and the operator, which is the
+boundary, refuses to render it (Degraded, naming the key and the chart value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from onceflow.api.errors import Problem
+
+# Spark's Kubernetes settings a tenant may set: resources and placement. Every other
+# spark.kubernetes.* key chooses an identity, a volume, an image or a pod template.
+SAFE_KUBERNETES_KEYS = frozenset(
+    {
+        "spark.kubernetes.driver.request.cores",
+        "spark.kubernetes.driver.limit.cores",
+        "spark.kubernetes.executor.request.cores",
+        "spark.kubernetes.executor.limit.cores",
+        "spark.kubernetes.memoryOverheadFactor",
+        "spark.kubernetes.allocation.batch.size",
+        "spark.kubernetes.allocation.batch.delay",
+        "spark.kubernetes.executor.deleteOnTermination",
+    }
+)
+SAFE_KUBERNETES_PREFIXES = ("spark.kubernetes.node.selector.", "spark.kubernetes.driverEnv.")
+# Settings that load code or native libraries from somewhere else than the image, or
+# hook code into the JVM.
+CODE_LOADING_KEYS = frozenset(
+    {
+        "spark.jars",
+        "spark.jars.packages",
+        "spark.jars.repositories",
+        "spark.jars.ivy",
+        "spark.jars.ivySettings",
+        "spark.submit.pyFiles",
+        "spark.files",
+        "spark.archives",
+        "spark.pyspark.python",
+        "spark.pyspark.driver.python",
+        "spark.driver.extraClassPath",
+        "spark.executor.extraClassPath",
+        "spark.driver.extraLibraryPath",
+        "spark.executor.extraLibraryPath",
+        "spark.driver.extraJavaOptions",
+        "spark.executor.extraJavaOptions",
+        "spark.driver.defaultJavaOptions",
+        "spark.executor.defaultJavaOptions",
+        "spark.driver.userClassPathFirst",
+        "spark.executor.userClassPathFirst",
+        "spark.plugins",
+        "spark.extraListeners",
+        "spark.sql.extensions",
+        "spark.sql.queryExecutionListeners",
+        "spark.sql.streaming.streamingQueryListeners",
+    }
+)
+# What Onceflow sets for exactly-once (DESIGN 3.4): a user's value would be overridden.
+ONCEFLOW_KEYS = frozenset(
+    {"spark.sql.streaming.checkpointLocation", "spark.speculation", "spark.task.maxFailures"}
+)
+ONCEFLOW_PREFIX = "spark.onceflow."
+
+
+def _why_refused(key: str) -> str | None:
+    if key in ONCEFLOW_KEYS or key.startswith(ONCEFLOW_PREFIX):
+        return "is set by Onceflow for exactly-once delivery; remove it"
+    if key in CODE_LOADING_KEYS:
+        return "loads code from outside the image; put it in the image (or spec.transform)"
+    if key.startswith("spark.kubernetes.") and not (
+        key in SAFE_KUBERNETES_KEYS or key.startswith(SAFE_KUBERNETES_PREFIXES)
+    ):
+        return (
+            "chooses the pods' identity, volumes, image or template; use spec.image, "
+            "spec.env, spec.driver and spec.executor"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    extra_secret_keys: frozenset[str] = frozenset()
+    """Kafka settings accepted from auth Secrets beyond logic.client_keys' list."""
+    connector_modules: frozenset[str] = frozenset()
+    """Modules (and their packages) a ``module:Class`` connector may come from."""
+    spark_conf_keys: frozenset[str] = frozenset()
+    """sparkConf keys allowed although refused by default; a name ending in "." allows
+    every key under it."""
+    image_prefixes: tuple[str, ...] = ()
+    """Images a workload may name (``spec.image``) start with one of these; empty: any."""
+
+    def _conf_allowed(self, key: str) -> bool:
+        return any(
+            key == allowed or (allowed.endswith(".") and key.startswith(allowed))
+            for allowed in self.spark_conf_keys
+        )
+
+    def spark_conf_problems(self, conf: Mapping[str, str]) -> list[Problem]:
+        problems = []
+        for key in sorted(conf):
+            why = _why_refused(key)
+            if why and not self._conf_allowed(key):
+                problems.append(
+                    Problem(
+                        f"spec.sparkConf[{key!r}]",
+                        f"{why} (a platform admin may allow it: chart value tenants.sparkConfKeys)",
+                        reason="SettingRefused",
+                    )
+                )
+        return problems
+
+    def image_problems(self, image: str | None) -> list[Problem]:
+        if image is None or not self.image_prefixes or image.startswith(self.image_prefixes):
+            return []
+        return [
+            Problem(
+                "spec.image",
+                f"{image!r} is not from an allowed registry ({', '.join(self.image_prefixes)}); "
+                "use an image from one of them, or leave spec.image unset for the default",
+                reason="ImageRefused",
+            )
+        ]
+
+
+DEFAULT_POLICY = TenantPolicy()
+"""Nothing allowed beyond the defaults."""
