@@ -142,6 +142,16 @@ def test_valid_resources_pass_server_side_dry_run(crds: str) -> None:
         (_with(JOB, "spec.sink.files", {"path": "/out"}), "spec.sink"),
         (_with(JOB, "spec.input.sources", ["s"]), "spec.input"),
         (_with(JOB, "spec.sink.kafka.partitions", 0), "spec.sink.kafka.partitions"),
+        (_with(JOB, "spec.executor.instances", 1001), "spec.executor.instances"),
+        (_with(JOB, "spec.input.topics", [f"t{i}" for i in range(101)]), "spec.input.topics"),
+        (
+            _with(JOB, "spec.sparkConf", {f"spark.k{i}": "v" for i in range(201)}),
+            "spec.sparkConf",
+        ),
+        (
+            _with(SOURCE, "spec.connector.config", {f"k{i}": i for i in range(101)}),
+            "spec.connector.config",
+        ),
         (_with(JOB, "spec.trigger", {"processingTime": "soon"}), "spec.trigger.processingTime"),
         (
             _with(JOB, "spec.sparkConf", {"spark.kubernetes.executor.request.cores": "lots"}),

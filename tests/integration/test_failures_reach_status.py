@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.test_operator import pipeline, source
@@ -244,3 +245,18 @@ def test_progress_past_the_deadline_is_degraded_and_ends_when_it_settles(
         _ready(cluster, "pipelines", "orders")
     finally:
         impatient.stop()
+
+
+def test_a_refused_spark_setting_is_degraded_and_nothing_is_submitted(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+    job = _job(partitions=2)
+    volume = "spark.kubernetes.executor.volumes.hostPath.root.mount.path"
+    job["spec"] |= {"submitter": "spark-submit", "sparkConf": {volume: "/host"}}
+    cluster.create("sparkjobs", job)
+    refused = _degraded(cluster, "sparkjobs", "agg", "SettingRefused")
+    assert f"spec.sparkConf[{volume!r}]" in refused["message"], refused
+    jobs = client.BatchV1Api(cluster.api).list_namespaced_job(cluster.namespace).items
+    assert jobs == [], "nothing rendered for a refused setting"

@@ -66,3 +66,10 @@ def test_a_poll_takes_streams_round_robin_from_their_offsets_up_to_the_limit(
     firsts = [1 if seq is None else seq + 1 for seq in stored]
     got = [(r.key.decode(), r.source_offset["seq"]) for r in task.poll() if r.key is not None]
     assert got == _round_robin(firsts, limit, batch)
+
+
+def test_streams_are_bounded_so_planning_and_the_configmap_stay_small() -> None:
+    connector = SequenceConnector()
+    assert connector.validate({"streams": 10000}) == []
+    (problem,) = connector.validate({"streams": 10001})
+    assert problem.field == "streams" and "at most 10000" in problem.message

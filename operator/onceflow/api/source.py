@@ -51,6 +51,7 @@ class ConnectorSpec(ApiModel):
     )
     config: dict[str, Any] = Field(
         default_factory=dict,
+        max_length=100,
         description="Connector settings; validated by the connector plugin.",
     )
     secret_ref: LocalObjectReference | None = Field(
@@ -61,8 +62,12 @@ class ConnectorSpec(ApiModel):
 class ResourceRequirements(ApiModel):
     """Kubernetes resource quantities, e.g. {cpu: 500m, memory: 512Mi}."""
 
-    requests: dict[str, str] = Field(default_factory=dict, description="Requested quantities.")
-    limits: dict[str, str] = Field(default_factory=dict, description="Quantity limits.")
+    requests: dict[str, str] = Field(
+        default_factory=dict, max_length=16, description="Requested quantities."
+    )
+    limits: dict[str, str] = Field(
+        default_factory=dict, max_length=16, description="Quantity limits."
+    )
 
 
 class ClaimSource(ApiModel):

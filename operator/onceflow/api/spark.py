@@ -58,9 +58,16 @@ class KafkaInput(ApiModel):
 
     model_config = _one_of_rule("topics", "sources")
 
-    topics: list[str] | None = Field(default=None, min_length=1, description="Topic names.")
+    # Bounds on fan-out fields: one tenant's object never costs the shared operator
+    # (or the driver) work without limit.
+    topics: list[str] | None = Field(
+        default=None, min_length=1, max_length=100, description="Topic names."
+    )
     sources: list[str] | None = Field(
-        default=None, min_length=1, description="KafkaSource names; their spec.topic is read."
+        default=None,
+        min_length=1,
+        max_length=50,
+        description="KafkaSource names; their spec.topic is read.",
     )
     starting_offsets: Literal["earliest", "latest"] = Field(
         default="earliest", description="Where a job without a checkpoint starts."
@@ -174,7 +181,7 @@ class KafkaSink(ApiModel):
 class PostgresSink(ApiModel):
     table: str = Field(min_length=1, description="Target table (schema.table).")
     key: list[str] = Field(
-        default_factory=list, description="Upsert key columns; empty means append."
+        default_factory=list, max_length=16, description="Upsert key columns; empty means append."
     )
     secret_ref: LocalObjectReference = Field(
         description="Secret with a `dsn` key (libpq connection string)."
@@ -406,13 +413,13 @@ class Submitter(StrEnum):
 
 
 class DriverSpec(ApiModel):
-    cores: int = Field(default=1, ge=1, description="Driver cores.")
+    cores: int = Field(default=1, ge=1, le=64, description="Driver cores.")
     memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]?$", description="Driver memory.")
 
 
 class ExecutorSpec(ApiModel):
-    instances: int = Field(default=1, ge=1, description="Executor count.")
-    cores: int = Field(default=1, ge=1, description="Cores per executor.")
+    instances: int = Field(default=1, ge=1, le=1000, description="Executor count.")
+    cores: int = Field(default=1, ge=1, le=64, description="Cores per executor.")
     memory: str = Field(default="1g", pattern=r"^[0-9]+[kmgt]?$", description="Executor memory.")
 
 
@@ -518,7 +525,9 @@ class SparkJobSpec(ApiModel):
     driver: DriverSpec = Field(default_factory=DriverSpec, description="Driver resources.")
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executors.")
     spark_conf: dict[str, str] = Field(
-        default_factory=dict, description="Extra Spark settings (isolation is set for you)."
+        default_factory=dict,
+        max_length=200,
+        description="Extra Spark settings (isolation is set for you).",
     )
     env: list[EnvVar] = Field(
         default_factory=list,

@@ -21,6 +21,10 @@ from onceflow.api.connector import (
 )
 from onceflow.connectors.settings import integer_problems, is_int, unknown_settings
 
+# Planning lists every stream, and each generation's ConfigMap names them: bounded so
+# one source cannot make the operator's planning or a ConfigMap (1 MiB) blow up.
+MAX_STREAMS = 10000
+
 DEFAULTS: dict[str, Any] = {
     "streams": 1,
     "limit": None,
@@ -94,6 +98,12 @@ class SequenceConnector(SourceConnector):
         problems = unknown_settings(config, DEFAULTS) + integer_problems(
             merged, {"streams": 1, "batchSize": 1, "padBytes": 0, "pollIntervalMs": 0}
         )
+        if not problems and merged["streams"] > MAX_STREAMS:
+            problems.append(
+                ConfigProblem(
+                    "streams", f"at most {MAX_STREAMS} (each is named in the tasks' ConfigMap)"
+                )
+            )
         limit = merged["limit"]
         if limit is not None and not is_int(limit, 1):
             problems.append(ConfigProblem("limit", "must be an integer >= 1, or omitted"))
