@@ -285,6 +285,8 @@ def test_fencing_failure_degrades_and_a_restarted_operator_finishes_the_step(
     assert status["generation"] == generation + 1, "the intent was recorded"
     assert status["fencedGeneration"] == generation
     assert cluster.pods(f"onceflow.io/generation={generation + 1}") == []
+    # The backoff is in status, so a restarted operator goes on with it.
+    assert status["fenceFailures"] >= 1 and status["fenceRetryAt"].endswith("Z"), status
 
     first.kill()
     cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
@@ -298,6 +300,7 @@ def test_fencing_failure_degrades_and_a_restarted_operator_finishes_the_step(
             90,
             "the restarted operator to finish the generation",
         )
+        assert "fenceFailures" not in cluster.status("kafkasources", "counter"), "cleared"
         pods = cluster.pods("onceflow.io/source=counter")
         assert sorted(p.metadata.name for p in pods) == [
             f"counter-g{generation + 1}-0",

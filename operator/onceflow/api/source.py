@@ -327,6 +327,15 @@ class KafkaSourceStatus(CommonStatus):
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")
+    fence_failures: int | None = Field(
+        default=None,
+        ge=1,
+        description="Failed fencing attempts in a row: the backoff grows with them, also "
+        "across operator restarts.",
+    )
+    fence_retry_at: str | None = Field(
+        default=None, description="When fencing is tried again (RFC 3339), after a failure."
+    )
 
 
 class KafkaSource(ApiModel):

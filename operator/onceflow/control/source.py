@@ -37,7 +37,6 @@ from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
-    FenceFailures,
     Keep,
     Observed,
     RecordIntent,
@@ -49,10 +48,12 @@ from onceflow.logic.protocol import (
 )
 from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
+    fence_failures,
     record_from_status,
     status_with_record,
     task_statuses,
     terminating,
+    with_fence_failures,
     workers_from_pods,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
@@ -87,7 +88,6 @@ class SourceReconciler:
     default_image: str
     fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
-    fence_failures: dict[str, FenceFailures] = field(default_factory=dict)
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
@@ -164,10 +164,16 @@ class SourceReconciler:
             }
         )
 
-    def _degrade(self, obj: Obj, reason: str, message: str) -> Obj:
+    def _degrade(
+        self,
+        obj: Obj,
+        reason: str,
+        message: str,
+        amend: Callable[[KafkaSourceStatus], KafkaSourceStatus] = lambda status: status,
+    ) -> Obj:
         status = self._conditions(
             obj,
-            self._status(obj),
+            amend(self._status(obj)),
             ready=(False, reason, message),
             progressing=(False, reason, "blocked until the problem is fixed"),
             degraded=(True, reason, message),
@@ -202,7 +208,6 @@ class SourceReconciler:
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)
         namespace, name = source.metadata.namespace, source.metadata.name
-        key = f"{namespace}/{name}"
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)
         # Each pass walks the protocol until it has to wait; a handful of steps is the
@@ -215,8 +220,8 @@ class SourceReconciler:
                 record,
                 desired.generation,
                 Observed(workers_from_pods(pods), template),
-                self.fence_failures.get(key, FenceFailures()),
-                time.monotonic(),
+                fence_failures(self._status(obj)),
+                time.time(),
             )
             if isinstance(step, Keep):
                 break
@@ -333,25 +338,21 @@ class SourceReconciler:
         )
 
     def _fence(self, obj: Obj, pipeline: Pipeline, desired: DesiredTasks, step: Fence) -> Obj:
-        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
         extra = self._kafka_config(pipeline)
         if step.ids:
             report = self.fence(
                 desired.bootstrap_servers, step.ids, extra=extra, timeout_s=self.fence_timeout_s
             )
             if not report.ok:
-                failures = self.fence_failures.get(key, FenceFailures()).after_failure(
-                    time.monotonic()
-                )
-                self.fence_failures[key] = failures
-                delay = failures.retry_at - time.monotonic()
+                now = time.time()
+                failures = fence_failures(self._status(obj)).after_failure(now)
+                delay = failures.retry_at - now
                 message = (
                     f"{report.summary()}; no pod of generation {step.then.generation} starts "
                     f"until fencing succeeds (retrying in {delay:.0f}s)"
                 )
-                self._degrade(obj, "FencingFailed", message)
+                self._degrade(obj, "FencingFailed", message, with_fence_failures(failures))
                 raise RetryLaterError(message, delay)
-            self.fence_failures.pop(key, None)
             self.kube.event(obj, "Fenced", f"{report.summary()}: {', '.join(step.ids)}")
         if step.carry_offsets is not None:
             old, new = step.carry_offsets
@@ -364,7 +365,8 @@ class SourceReconciler:
                 extra=extra,
             )
             self.kube.event(obj, "OffsetsCarried", f"{copied} offset(s) from {old} to {new}")
-        return self._write(obj, status_with_record(self._status(obj), step.then))
+        fenced = status_with_record(self._status(obj), step.then)
+        return self._write(obj, with_fence_failures(None)(fenced))
 
     def _create_generation(
         self,
