@@ -3,128 +3,33 @@ no schema can express, answered before anything is stored."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
-from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
+from tests.support.cluster import Cluster, new_namespace
 from tests.support.testbed import kubectl
-from tests.support.waiting import wait_for
+from tests.support.webhook import webhook_operator
 
 pytestmark = pytest.mark.k8s
 
 
-def _certificates(directory: Path) -> dict[str, Path]:
-    """A throwaway CA and a serving certificate for 127.0.0.1."""
-    paths = {n: directory / f"{n}.pem" for n in ("ca", "ca-key", "cert", "key")}
-    run = lambda *args: subprocess.run(args, check=True, capture_output=True)  # noqa: E731
-    run(
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=webhook-ca",
-        "-keyout",
-        str(paths["ca-key"]),
-        "-out",
-        str(paths["ca"]),
-    )
-    run(
-        "openssl",
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        str(paths["key"]),
-        "-out",
-        str(directory / "csr.pem"),
-    )
-    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    run(
-        "openssl",
-        "x509",
-        "-req",
-        "-in",
-        str(directory / "csr.pem"),
-        "-CA",
-        str(paths["ca"]),
-        "-CAkey",
-        str(paths["ca-key"]),
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-extfile",
-        str(directory / "san.ext"),
-        "-out",
-        str(paths["cert"]),
-    )
-    return paths
-
-
 @pytest.fixture(scope="module")
 def webhook(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    install_crds(kubeconfig)
+    # The platform allows the tests' own connectors as module references, and images
+    # from one registry.
+    allowed = (
+        ("ONCEFLOW_CONNECTOR_MODULES", "tests.support"),
+        ("ONCEFLOW_IMAGE_PREFIXES", "registry.example.com/"),
+    )
     workdir = tmp_path_factory.mktemp("webhook")
-    certs = _certificates(workdir)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    namespace = new_namespace(kubeconfig, "hook")
-    operator = OperatorProcess(
-        kubeconfig,
-        namespace,
-        workdir / "operator.log",
-        (
-            "--standalone",
-            "--webhook-port",
-            str(port),
-            "--webhook-addr",
-            "127.0.0.1",
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-cert",
-            str(certs["cert"]),
-            "--webhook-key",
-            str(certs["key"]),
-            "--webhook-ca",
-            str(certs["ca"]),
-        ),
-        # The platform allows the tests' own connectors as module references, and
-        # images from one registry.
-        environment=(
-            ("ONCEFLOW_CONNECTOR_MODULES", "tests.support"),
-            ("ONCEFLOW_IMAGE_PREFIXES", "registry.example.com/"),
-        ),
-    ).start()
-    cluster = Cluster(kubeconfig, namespace)
-    admission = client.AdmissionregistrationV1Api(cluster.api)
-
-    def registered() -> bool:
-        names = [w.metadata.name for w in admission.list_validating_webhook_configuration().items]
-        return "validation.onceflow.io" in names
-
-    try:
-        wait_for(registered, 60, "kopf to register the validating webhook")
+    with webhook_operator(kubeconfig, workdir, "hook", allowed) as (cluster, _):
         cluster.create("pipelines", _pipeline("enabled"))
         yield cluster
-    finally:
-        operator.stop()
-        admission.delete_validating_webhook_configuration("validation.onceflow.io")
 
 
 def _pipeline(mode: str) -> dict[str, Any]:

@@ -36,7 +36,15 @@ class ObjectMeta(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
-    name: str = Field(min_length=1, max_length=63, description="Name of the resource.")
+    # What the API server takes as an object name (an RFC 1123 subdomain), so that a
+    # manifest checked offline (`onceflow render`, the standalone runner) is one a
+    # cluster would store.
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of the resource.",
+    )
     namespace: str = Field(default="default", description="Namespace of the resource.")
     generation: int | None = Field(default=None, description="Spec generation (set by the API).")
     resource_version: str | None = Field(default=None, description="Optimistic-lock token.")

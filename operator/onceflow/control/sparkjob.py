@@ -304,7 +304,16 @@ class SparkJobReconciler:
             # names its prefix from now on, so a later rename is seen.
             return obj, with_sink(status, step.producers), step.producers
         if isinstance(step, RecordSink):
-            return obj, with_sink(status, step.producers), step.producers
+            # Written before any driver starts: a driver running without a record would
+            # be stopped by the next pass as one whose producers are unknown.
+            status = with_sink(status, step.producers)
+            producers = step.producers
+            message = (
+                f"sink producers recorded: prefix {producers.prefix!r}, "
+                f"{producers.partitions} partition(s)"
+            )
+            obj = self._write(obj, status, False, "SinkRecorded", message)
+            return obj, self._status(obj), step.producers
         if isinstance(step, StopDriver):
             self._delete(submission_of(job), job)
             self._write(obj, status, False, "HandingOverSink", step.reason)
