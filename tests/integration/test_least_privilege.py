@@ -222,3 +222,39 @@ def _garbage_collector(cluster: Cluster) -> Iterator[None]:
     finally:
         stop.set()
         collector.join()
+
+
+def test_a_pod_create_rbac_refuses_is_degraded_naming_the_missing_right(
+    kubeconfig: str, kafka_bootstrap: str, installed: tuple[str, str, str], tmp_path: Path
+) -> None:
+    home, watched, account = installed
+    role = json.loads(
+        kubectl(kubeconfig, "get", "role", account, "-n", watched, "-o", "json").stdout
+    )
+    for rule in role["rules"]:
+        if rule["resources"] == ["pods"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+    kubectl(kubeconfig, "replace", "-f", "-", stdin=json.dumps(role))
+    as_operator = _token_kubeconfig(kubeconfig, home, account, tmp_path / "operator.kubeconfig")
+    operator = OperatorProcess(
+        as_operator, watched, tmp_path / "operator.log", extra=("--peering=onceflow",)
+    ).start()
+    cluster = Cluster(kubeconfig, watched)
+    try:
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        cluster.create("kafkasources", source(1, f"lp-{uuid.uuid4().hex[:6]}"))
+        wait_for(
+            lambda: (
+                cluster.condition("kafkasources", "counter", "Degraded").get("reason")
+                == "Forbidden"
+            ),
+            60,
+            "the refused pod create in status",
+        )
+        message = cluster.condition("kafkasources", "counter", "Degraded")["message"]
+        assert 'cannot create resource "pods"' in message and "RBAC" in message, message
+        assert any(
+            e.reason == "Forbidden" and e.type == "Warning" for e in cluster.events("counter")
+        )
+    finally:
+        operator.stop()
