@@ -253,8 +253,12 @@ def test_a_pod_create_rbac_refuses_is_degraded_naming_the_missing_right(
         )
         message = cluster.condition("kafkasources", "counter", "Degraded")["message"]
         assert 'cannot create resource "pods"' in message and "RBAC" in message, message
-        assert any(
-            e.reason == "Forbidden" and e.type == "Warning" for e in cluster.events("counter")
+        wait_for(
+            lambda: any(
+                e.reason == "Forbidden" and e.type == "Warning" for e in cluster.events("counter")
+            ),
+            10,
+            "the Warning event, which follows the status",
         )
     finally:
         operator.stop()
