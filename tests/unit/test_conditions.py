@@ -17,12 +17,15 @@ HEALTHY = (False, "Healthy", "")
 
 
 def _progressing(
-    now: str, conditions: list[Condition], degraded: tuple[bool, str, str] = HEALTHY
+    now: str,
+    conditions: list[Condition],
+    degraded: tuple[bool, str, str] = HEALTHY,
+    step: str = "driver starting",
 ) -> list[Condition]:
     return set_conditions(
         conditions,
-        ready=(False, "Starting", "driver starting"),
-        progressing=(True, "Starting", "driver starting"),
+        ready=(False, "Starting", step),
+        progressing=(True, "Starting", step),
         degraded=degraded,
         now=now,
         observed_generation=1,
@@ -39,7 +42,15 @@ def test_progressing_past_the_deadline_is_degraded_and_says_since_when() -> None
     assert _degraded(_progressing(T1, first)).status is ConditionStatus.FALSE
     late = _degraded(_progressing(T2, first))
     assert late.status is ConditionStatus.TRUE and late.reason == PROGRESS_DEADLINE_EXCEEDED
-    assert T0 in late.message and "driver starting" in late.message
+    assert f"no progress since {T0}" in late.message and "driver starting" in late.message
+
+
+def test_progress_restarts_the_deadline() -> None:
+    first = _progressing(T0, [])
+    moved = _progressing(T1, first, step="2 of 3 tasks ready")
+    assert _degraded(_progressing(T2, moved, step="2 of 3 tasks ready")).status is (
+        ConditionStatus.FALSE
+    ), "the deadline counts from the last progress"
 
 
 def test_a_reason_of_its_own_wins_over_the_deadline() -> None:
@@ -62,12 +73,15 @@ def test_settling_ends_the_deadline() -> None:
     assert _degraded(settled).status is ConditionStatus.FALSE
 
 
-def test_an_event_is_due_when_degraded_says_something_new() -> None:
+def test_an_event_is_due_when_degraded_turns_true_or_changes_reason() -> None:
     healthy = _progressing(T0, [])
     late = _progressing(T2, healthy)
     assert newly_degraded(healthy, late) is not None
     assert newly_degraded(late, late) is None, "not again for the same finding"
     assert newly_degraded(late, healthy) is None
+    retry = _progressing(T1, healthy, degraded=(True, "FencingFailed", "retrying in 5s"))
+    later = _progressing(T2, retry, degraded=(True, "FencingFailed", "retrying in 10s"))
+    assert newly_degraded(retry, later) is None, "a countdown is no news"
 
 
 def test_a_pipeline_names_its_degraded_workloads() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
+from onceflow.api.spark import SparkJobSpec
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, image_prefix
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,38 @@ def test_tuning_and_placement_pass() -> None:
     assert DEFAULT_POLICY.spark_conf_problems(conf) == []
 
 
+def _spec(**fields: object) -> SparkJobSpec:
+    base = {
+        "pipeline": "p",
+        "input": {"topics": ["t"]},
+        "transform": {"sql": "SELECT * FROM input"},
+        "sink": {"kafka": {"topic": "out", "partitions": 1}},
+        "checkpoint": {"path": "/tmp/c"},
+    }
+    return SparkJobSpec.model_validate({**base, **fields})
+
+
+def test_environment_that_loads_code_or_options_is_refused_wherever_it_is_set() -> None:
+    spec = _spec(
+        env=[{"name": "TZ", "value": "UTC"}, {"name": "JAVA_TOOL_OPTIONS", "value": "-Dx=y"}],
+        sparkConf={
+            "spark.executorEnv.LD_PRELOAD": "/tmp/x.so",
+            "spark.kubernetes.driverEnv.PYTHONPATH": "/tmp",
+            "spark.executorEnv.SPARK_CONF_DIR": "/tmp",
+            "spark.executorEnv.LANG": "C.UTF-8",
+        },
+    )
+    refused = DEFAULT_POLICY.spark_job_problems(spec)
+    assert [p.field for p in refused] == [
+        "spec.env[1].name",
+        "spec.sparkConf['spark.executorEnv.LD_PRELOAD']",
+        "spec.sparkConf['spark.executorEnv.SPARK_CONF_DIR']",
+        "spec.sparkConf['spark.kubernetes.driverEnv.PYTHONPATH']",
+    ]
+    allowed = TenantPolicy(spark_conf_keys=frozenset({"spark.executorEnv.JAVA_TOOL_OPTIONS"}))
+    assert "spec.env[1].name" not in [p.field for p in allowed.spark_job_problems(spec)]
+
+
 def test_the_platform_allows_keys_by_name_or_prefix() -> None:
     policy = TenantPolicy(
         spark_conf_keys=frozenset(
@@ -56,7 +89,8 @@ def test_the_platform_allows_keys_by_name_or_prefix() -> None:
 
 def test_images_come_from_the_allowed_registries_when_the_platform_names_some() -> None:
     assert DEFAULT_POLICY.image_problems("anything:1") == []
-    policy = TenantPolicy(image_prefixes=("registry.example.com/", "ghcr.io/onceflow/"))
+    prefixes = tuple(map(image_prefix, ("registry.example.com", "ghcr.io/onceflow/")))
+    policy = TenantPolicy(image_prefixes=prefixes)
     assert policy.image_problems(None) == [], "the default image is the platform's"
     assert policy.image_problems("ghcr.io/onceflow/onceflow:0.1") == []
     (refused,) = policy.image_problems("registry.example.com.evil.io/x:1")

@@ -147,11 +147,13 @@ LABEL_LIMIT = 63
 def name_rule(model: type[BaseModel]) -> Schema:
     """The root CEL rule bounding ``metadata.name``: checked by the API server itself,
     so a name that cannot work is refused at ``kubectl apply`` even without the
-    operator's webhook."""
+    operator's webhook. Only on create (a name never changes): an object stored before
+    the rule existed still takes its status, so the operator can say what is wrong."""
     limit = getattr(model, "NAME_LIMIT", LABEL_LIMIT)
     why = getattr(model, "NAME_LIMIT_REASON", "it is used as a label value")
     return {
-        "rule": f"self.metadata.name.size() <= {limit}",
+        "rule": f"oldSelf.hasValue() || self.metadata.name.size() <= {limit}",
+        "optionalOldSelf": True,
         "message": f"metadata.name: at most {limit} characters, as {why}",
     }
 

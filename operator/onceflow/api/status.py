@@ -37,6 +37,11 @@ class Condition(ApiModel):
     )
     message: str = Field(default="", max_length=32768, description="Human-readable detail.")
     last_transition_time: str = Field(description="When status last changed (RFC 3339).")
+    last_update_time: str | None = Field(
+        default=None,
+        description="When reason or message last changed (RFC 3339): for Progressing, the "
+        "last progress, which the progress deadline counts from (as a Deployment's).",
+    )
     observed_generation: int | None = Field(
         default=None, ge=0, description="metadata.generation this condition was computed from."
     )

@@ -59,8 +59,7 @@ def review(
         connectors = operator_loader(policy.connector_modules)
         return _verdict(resolve_source(resource, pipeline, connectors, where=_where(namespace)))
     if isinstance(resource, SparkJob):
-        refused = policy.spark_conf_problems(resource.spec.spark_conf)
-        if refused := refused + policy.image_problems(resource.spec.image):
+        if refused := policy.spark_job_problems(resource.spec):
             return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
     # Prefixes are compared across namespaces: transactional ids and offsets topics

@@ -10,7 +10,7 @@ from onceflow.control.kube import KubeClient, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
-from onceflow.logic.tenant_policy import TenantPolicy
+from onceflow.logic.tenant_policy import TenantPolicy, image_prefix
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
 
 # Task pods run the operator's own image unless a source names another; the chart
@@ -42,7 +42,7 @@ def build_controllers() -> Controllers:
         extra_secret_keys=_names("ONCEFLOW_EXTRA_SECRET_KEYS"),
         connector_modules=_names("ONCEFLOW_CONNECTOR_MODULES"),
         spark_conf_keys=_names("ONCEFLOW_SPARK_CONF_KEYS"),
-        image_prefixes=tuple(sorted(_names("ONCEFLOW_IMAGE_PREFIXES"))),
+        image_prefixes=tuple(sorted(map(image_prefix, _names("ONCEFLOW_IMAGE_PREFIXES")))),
     )
     # Progressing for longer than this is reported as Degraded too (0: never).
     deadline = float(os.environ.get("ONCEFLOW_PROGRESS_DEADLINE_S", "600")) or None

@@ -118,8 +118,7 @@ class SparkJobReconciler:
         )
         if isinstance(settings, list):
             raise invalid_workload(settings)
-        refused = self.policy.spark_conf_problems(job.spec.spark_conf)
-        if refused := refused + self.policy.image_problems(job.spec.image):
+        if refused := self.policy.spark_job_problems(job.spec):
             raise invalid_workload(refused)
         code = job.spec.transform.config_map
         files = self.kube.configmap_data(namespace, code) if code else None

@@ -22,14 +22,18 @@ def set_condition(
     observed_generation: int | None,
 ) -> list[Condition]:
     wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    message = message[:MESSAGE_LIMIT]
     previous = next((c for c in conditions if c.type is type_), None)
-    since = previous.last_transition_time if previous and previous.status is wanted else now
+    same = previous is not None and previous.status is wanted
+    since = previous.last_transition_time if previous and same else now
+    unchanged = previous and same and (previous.reason, previous.message) == (reason, message)
     updated = Condition(
         type=type_,
         status=wanted,
         reason=reason,
-        message=message[:MESSAGE_LIMIT],
+        message=message,
         last_transition_time=since,
+        last_update_time=(previous.last_update_time or since) if previous and unchanged else now,
         observed_generation=observed_generation,
     )
     others = [c for c in conditions if c.type is not type_]
@@ -46,20 +50,23 @@ def _seconds_between(earlier: str, later: str) -> float:
 def past_deadline(
     conditions: Sequence[Condition], progressing: tuple[bool, str, str], now: str, deadline_s: float
 ) -> tuple[bool, str, str] | None:
-    """Degraded for an object that has been Progressing longer than ``deadline_s``
-    (Deployments' progressDeadlineSeconds): a task that never gets ready, a driver
-    that never runs, a rollout that never completes is told apart from one that is
-    merely slow, in ``kubectl`` and in Argo CD. None while within the deadline."""
+    """Degraded for an object Progressing without progress for longer than
+    ``deadline_s`` (Deployments' progressDeadlineSeconds): a task that never gets ready,
+    a driver that never runs, a rollout stuck at a step is told apart from one that is
+    merely slow, in ``kubectl`` and in Argo CD. Progress is a change of what Progressing
+    says (a new step, a new generation, more tasks ready). None within the deadline."""
     previous = next((c for c in conditions if c.type is ConditionType.PROGRESSING), None)
     if not progressing[0] or previous is None or previous.status is not ConditionStatus.TRUE:
         return None
-    if _seconds_between(previous.last_transition_time, now) <= deadline_s:
+    if (previous.reason, previous.message) != (progressing[1], progressing[2][:MESSAGE_LIMIT]):
+        return None  # progress now
+    last = previous.last_update_time or previous.last_transition_time
+    if _seconds_between(last, now) <= deadline_s:
         return None
     return (
         True,
         PROGRESS_DEADLINE_EXCEEDED,
-        f"progressing since {previous.last_transition_time}, longer than the "
-        f"{deadline_s:g} s deadline: {progressing[2]}",
+        f"no progress since {last}, longer than the {deadline_s:g} s deadline: {progressing[2]}",
     )
 
 
@@ -89,16 +96,13 @@ def set_conditions(
 
 
 def newly_degraded(before: Sequence[Condition], after: Sequence[Condition]) -> Condition | None:
-    """The Degraded condition of ``after`` if it is True and says something ``before``
-    did not: when a Warning event is due (not again on every pass that finds the same)."""
+    """The Degraded condition of ``after`` if it turned True or changed its reason: when
+    a Warning event is due. A message that changes within one reason (a retry's
+    countdown) is status only, not one event per attempt."""
     old = next((c for c in before if c.type is ConditionType.DEGRADED), None)
     new = next((c for c in after if c.type is ConditionType.DEGRADED), None)
     if new is None or new.status is not ConditionStatus.TRUE:
         return None
-    if old is not None and (old.status, old.reason, old.message) == (
-        new.status,
-        new.reason,
-        new.message,
-    ):
+    if old is not None and old.status is ConditionStatus.TRUE and old.reason == new.reason:
         return None
     return new

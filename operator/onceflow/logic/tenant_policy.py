@@ -10,10 +10,12 @@ boundary, refuses to render it (Degraded, naming the key and the chart value).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from onceflow.api.errors import Problem
+from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJobSpec
 
 # Spark's Kubernetes settings a tenant may set: resources and placement. Every other
 # spark.kubernetes.* key chooses an identity, a volume, an image or a pod template.
@@ -29,7 +31,9 @@ SAFE_KUBERNETES_KEYS = frozenset(
         "spark.kubernetes.executor.deleteOnTermination",
     }
 )
-SAFE_KUBERNETES_PREFIXES = ("spark.kubernetes.node.selector.", "spark.kubernetes.driverEnv.")
+SAFE_KUBERNETES_PREFIXES = ("spark.kubernetes.node.selector.",)
+# Spark's keys for plain environment variables, judged by the variable's name.
+ENV_CONF_PREFIXES = ("spark.executorEnv.", "spark.kubernetes.driverEnv.")
 # Settings that load code or native libraries from somewhere else than the image, or
 # hook code into the JVM.
 CODE_LOADING_KEYS = frozenset(
@@ -66,6 +70,12 @@ ONCEFLOW_KEYS = frozenset(
     {"spark.sql.streaming.checkpointLocation", "spark.speculation", "spark.task.maxFailures"}
 )
 ONCEFLOW_PREFIX = "spark.onceflow."
+# Environment a JVM or Python reads as options or code at start: JAVA_TOOL_OPTIONS
+# carries any refused setting (-Dspark.kubernetes.executor.container.image=…), LD_* and
+# PYTHON* load libraries and modules from wherever they point.
+LOADER_ENV = re.compile(
+    r"^(JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|CLASSPATH|LD_.*|PYTHON.*)$"
+)
 
 
 def _why_refused(key: str) -> str | None:
@@ -85,6 +95,9 @@ def _why_refused(key: str) -> str | None:
 
 @dataclass(frozen=True)
 class TenantPolicy:
+    """The platform admin's allowances, read once at start. Each check returns the
+    problems by field, so the webhook's refusal and the status say the same."""
+
     extra_secret_keys: frozenset[str] = frozenset()
     """Kafka settings accepted from auth Secrets beyond logic.client_keys' list."""
     connector_modules: frozenset[str] = frozenset()
@@ -93,7 +106,9 @@ class TenantPolicy:
     """sparkConf keys allowed although refused by default; a name ending in "." allows
     every key under it."""
     image_prefixes: tuple[str, ...] = ()
-    """Images a workload may name (``spec.image``) start with one of these; empty: any."""
+    """Images a workload may name (``spec.image``) start with one of these; empty: any.
+    Each ends in "/" (``image_prefix``): "registry.example.com" must not admit
+    "registry.example.com.evil.io/x"."""
 
     def _conf_allowed(self, key: str) -> bool:
         return any(
@@ -101,9 +116,47 @@ class TenantPolicy:
             for allowed in self.spark_conf_keys
         )
 
+    def spark_job_problems(self, spec: SparkJobSpec) -> list[Problem]:
+        """Everything in a SparkJob the platform does not allow, by field."""
+        return (
+            self.spark_conf_problems(spec.spark_conf)
+            + self._env_problems(spec)
+            + self.image_problems(spec.image)
+        )
+
+    def _env_problems(self, spec: SparkJobSpec) -> list[Problem]:
+        """Variables that load code or options at start, from ``env`` or from sparkConf's
+        own environment keys (which also may not set what ``env`` may not)."""
+        named = [(f"spec.env[{i}].name", v.name) for i, v in enumerate(spec.env)] + [
+            (f"spec.sparkConf[{key!r}]", key.removeprefix(prefix))
+            for key in sorted(spec.spark_conf)
+            for prefix in SPARK_ENV_KEYS
+            if key.startswith(prefix)
+        ]
+        problems = []
+        for field, name in named:
+            refused = LOADER_ENV.match(name) or (
+                field.startswith("spec.sparkConf") and re.match(RESERVED_ENV, name)
+            )
+            if refused and not self._conf_allowed(f"spark.executorEnv.{name}"):
+                problems.append(
+                    Problem(
+                        field,
+                        f"{name} makes the JVM or Python load code or options at start; "
+                        "use sparkConf for Spark settings and the image for code (a "
+                        "platform admin may allow it: tenants.sparkConfKeys entry "
+                        f"spark.executorEnv.{name})",
+                        reason="SettingRefused",
+                    )
+                )
+        return problems
+
     def spark_conf_problems(self, conf: Mapping[str, str]) -> list[Problem]:
+        """Keys that escape the pod or Onceflow's guarantees (see _why_refused)."""
         problems = []
         for key in sorted(conf):
+            if key.startswith(ENV_CONF_PREFIXES):
+                continue  # environment: judged by name (_env_problems)
             why = _why_refused(key)
             if why and not self._conf_allowed(key):
                 problems.append(
@@ -116,6 +169,7 @@ class TenantPolicy:
         return problems
 
     def image_problems(self, image: str | None) -> list[Problem]:
+        """An image from outside the allowed registries (None: the platform's default)."""
         if image is None or not self.image_prefixes or image.startswith(self.image_prefixes):
             return []
         return [
@@ -130,3 +184,8 @@ class TenantPolicy:
 
 DEFAULT_POLICY = TenantPolicy()
 """Nothing allowed beyond the defaults."""
+
+
+def image_prefix(configured: str) -> str:
+    """A configured registry or repository prefix, ending at a path boundary."""
+    return configured if configured.endswith("/") else f"{configured}/"
