@@ -260,3 +260,25 @@ def test_a_refused_spark_setting_is_degraded_and_nothing_is_submitted(
     assert f"spec.sparkConf[{volume!r}]" in refused["message"], refused
     jobs = client.BatchV1Api(cluster.api).list_namespaced_job(cluster.namespace).items
     assert jobs == [], "nothing rendered for a refused setting"
+
+
+def test_a_mirror_secret_that_would_load_a_library_in_the_operator_is_refused(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+    cluster.secret(
+        "source-cluster", {"security.protocol": "plaintext", "ssl.engine.location": "/tmp/x.so"}
+    )
+    mirror = source(1, f"fail-{uuid.uuid4().hex[:6]}")
+    mirror["spec"]["connector"] = {
+        "type": "kafka",
+        "config": {"bootstrapServers": kafka_bootstrap, "topics": ["anything"]},
+        "secretRef": {"name": "source-cluster"},
+    }
+    mirror["spec"]["exactlyOnceSupport"] = "requested"
+    cluster.create("kafkasources", mirror)
+    refused = _degraded(cluster, "kafkasources", "counter", "KafkaSettingRefused")
+    assert "spec.connector.secretRef: Secret 'source-cluster'" in refused["message"], refused
+    assert "'ssl.engine.location'" in refused["message"], refused
+    assert cluster.pods("onceflow.io/source=counter") == []

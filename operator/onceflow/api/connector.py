@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 SourcePartition = Mapping[str, Any]
 SourceOffset = Mapping[str, Any]
@@ -115,6 +115,10 @@ class SourceConnector(ABC):
     """Plans tasks for one connector instance and declares its exactly-once abilities."""
 
     task_class: type[SourceTask]
+    secret_is_kafka_client_config: ClassVar[bool] = False
+    """The connector's Secret holds librdkafka settings (a source cluster's client): the
+    operator, which runs ``check`` in its own process, takes only the keys it takes
+    from a Pipeline's auth Secret (logic.client_keys)."""
 
     def validate(self, config: Mapping[str, Any]) -> list[ConfigProblem]:
         """Problems with ``config``; an empty list when it is usable."""

@@ -266,6 +266,7 @@ class KafkaMirrorConnector(SourceConnector):
     """Exactly-once mirroring: the next offset is stored with the records it follows."""
 
     task_class = KafkaMirrorTask
+    secret_is_kafka_client_config = True
 
     def check(
         self,

@@ -22,6 +22,7 @@ from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
+    KAFKA_SETTING_REFUSED,
     current_mode,
     find_pipeline,
     invalid_workload,
@@ -32,6 +33,7 @@ from onceflow.control.workloads import (
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
+from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import newly_degraded, set_conditions
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
@@ -284,11 +286,16 @@ class SourceReconciler:
             if secret_ref
             else None
         )
+        secrets = secret[0] if secret else {}
+        connector = self.connectors(source.spec.connector.type)
+        if connector.secret_is_kafka_client_config and secret_ref is not None:
+            refused = refused_secret_keys(secrets, self.policy.extra_secret_keys)
+            if refused:
+                message = refusal_message(secret_ref.name, refused, "spec.connector.secretRef")
+                self._degrade(obj, KAFKA_SETTING_REFUSED, message)
+                raise RetryLaterError(message, SOURCE_CHECK_RETRY_S)
         problems = source_system_problems(
-            source.spec,
-            secret[0] if secret else {},
-            shares_task_filesystem=False,
-            load=self.connectors,
+            source.spec, secrets, shares_task_filesystem=False, load=self.connectors
         )
         if problems:
             message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"

@@ -36,10 +36,12 @@ def refused_secret_keys(settings: Mapping[str, str], extra_accepted: frozenset[s
     return sorted(settings.keys() - ACCEPTED_SECRET_KEYS - extra_accepted)
 
 
-def refusal_message(secret: str, refused: list[str]) -> str:
-    """Names the keys, what is accepted, and who can widen it."""
+def refusal_message(
+    secret: str, refused: list[str], field: str = "spec.kafka.authSecretRef"
+) -> str:
+    """Names the field, the keys, what is accepted, and who can widen it."""
     return (
-        f"spec.kafka.authSecretRef: Secret {secret!r} has Kafka setting(s) "
+        f"{field}: Secret {secret!r} has Kafka setting(s) "
         f"{', '.join(map(repr, refused))} the operator does not accept from a Secret; "
         f"remove them (accepted: {', '.join(sorted(ACCEPTED_SECRET_KEYS))}), or have the "
         "platform admin accept them by name (chart value tenants.kafkaSecretKeys)"
