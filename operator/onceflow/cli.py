@@ -106,7 +106,7 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         if value:
             os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
     if args.namespace:
-        os.environ["ONCEFLOW_NAMESPACED"] = "true"
+        os.environ["ONCEFLOW_NAMESPACES"] = ",".join(args.namespace)
     import kopf
 
     import onceflow.handlers  # noqa: F401 - registers the handlers with kopf

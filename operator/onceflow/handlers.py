@@ -71,7 +71,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # namespaces and CRDs (list/watch of both, cluster-wide) is off, and the resources
     # served are those the API offers at start (a CRD installed later, such as the
     # Spark operator's, is served after a restart).
-    settings.scanning.disabled = os.environ.get("ONCEFLOW_NAMESPACED") == "true"
+    settings.scanning.disabled = bool(os.environ.get("ONCEFLOW_NAMESPACES"))
     _controllers = build_controllers()
     _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
     # Drivers' Jobs and SparkApplications are filtered by the API server; pods are
@@ -217,11 +217,14 @@ async def configmap_event(namespace: str | None, name: str, **_: Any) -> None:
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, "kafkasources")
-def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
-    loops().wait_for_pass(_key(SOURCES, namespace, name), timeout_s=60.0)
+async def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
     assert namespace is not None, "Onceflow resources are namespaced"
     try:
-        controllers().sources.finalize(namespace, name)
+        await loops().finalize(
+            _key(SOURCES, namespace, name),
+            lambda: controllers().sources.finalize(namespace, name),
+            timeout_s=60.0,
+        )
     except RetryLaterError as pending:
         raise kopf.TemporaryError(str(pending), delay=pending.delay_s) from None
 

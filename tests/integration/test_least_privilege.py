@@ -19,6 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from onceflow.control.admission import review
+from onceflow.control.kube import KubeClient, load_config
 from tests.integration.test_operator import pipeline, source
 from tests.integration.test_operator_spark import _job, install_spark_crd
 from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
@@ -123,6 +125,7 @@ def test_the_namespaced_install_grants_what_the_operator_uses_and_nothing_else(
     try:
         with _garbage_collector(cluster):
             _a_pipelines_life(cluster, kafka_bootstrap)
+        _the_webhook_judges_with_these_rights(as_operator, watched)
     finally:
         operator.stop()
         kubelet.stop()
@@ -262,3 +265,20 @@ def test_a_pod_create_rbac_refuses_is_degraded_naming_the_missing_right(
         )
     finally:
         operator.stop()
+
+
+def _the_webhook_judges_with_these_rights(as_operator: str, watched: str) -> None:
+    """The webhook's checks as the operator's account: a Pipeline's prefix is compared
+    with the other Pipelines it can see (the watched namespaces), never cluster-wide."""
+    kube = KubeClient(load_config(as_operator), (watched,))
+    document = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "second", "namespace": watched},
+        "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9"}, "transactionalIdPrefix": "lp-2"},
+    }
+    assert review(document, kube.get, kube.list_objects).allowed
+    # The prefix Pipeline "orders" of this namespace has by default.
+    document["spec"]["transactionalIdPrefix"] = f"{watched}.orders"
+    verdict = review(document, kube.get, kube.list_objects)
+    assert not verdict.allowed and "transactionalIdPrefix" in verdict.message, verdict

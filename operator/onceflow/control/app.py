@@ -31,7 +31,10 @@ def _names(variable: str) -> frozenset[str]:
 
 
 def build_controllers() -> Controllers:
-    kube = KubeClient(load_config(os.environ.get("KUBECONFIG")))
+    # Cross-namespace checks (a transactional-id prefix used twice) look at the watched
+    # namespaces only: a namespaced install may read nothing else.
+    watched = tuple(sorted(_names("ONCEFLOW_NAMESPACES")))
+    kube = KubeClient(load_config(os.environ.get("KUBECONFIG")), watched)
     image = os.environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE)
     # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
     # reported as Degraded and retried with backoff rather than waited on.

@@ -46,8 +46,11 @@ def now_rfc3339() -> str:
 class KubeClient:
     """Typed-enough access to the objects Onceflow reads and writes."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, namespaces: tuple[str, ...] = ()) -> None:
         self.api = api
+        self.namespaces = namespaces
+        """The namespaces watched (empty: all): "every namespace" means these, so a
+        namespaced install never asks for more than its Roles grant."""
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.rbac = client.RbacAuthorizationV1Api(api)
@@ -72,14 +75,18 @@ class KubeClient:
             raise
 
     def list_objects(self, plural: str, namespace: str) -> list[Obj]:
-        """Onceflow objects of ``namespace``, or of all of them for ``ALL_NAMESPACES``."""
-        if namespace == ALL_NAMESPACES:
+        """Onceflow objects of ``namespace``, or of every watched one for
+        ``ALL_NAMESPACES``."""
+        if namespace == ALL_NAMESPACES and not self.namespaces:
             listing = self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, plural)
-        else:
+            return cast(list[Obj], listing["items"])
+        found: list[Obj] = []
+        for each in self.namespaces if namespace == ALL_NAMESPACES else (namespace,):
             listing = self.custom.list_namespaced_custom_object(
-                API_GROUP, API_VERSION, namespace, plural
+                API_GROUP, API_VERSION, each, plural
             )
-        return cast(list[Obj], listing["items"])
+            found.extend(listing["items"])
+        return found
 
     def replace_status(self, plural: str, obj: Obj, status: Obj) -> Obj:
         """Writes ``status`` if ``obj`` is still the latest version; returns the new object."""

@@ -28,7 +28,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, NamedTuple, Protocol
 
 from onceflow.control.errors import RetryLaterError
@@ -139,13 +138,17 @@ class ReconcileLoops:
             log.info("%s %s/%s: waiting for its previous pass", *key)
             await asyncio.wrap_future(running)
 
-    def wait_for_pass(self, key: Key, timeout_s: float) -> None:
-        """Blocks (off the event loop) until a pass of ``key`` still running ends, so a
-        finalizer does not race the last pass of a loop kopf stopped."""
+    async def finalize(self, key: Key, finalize: Callable[[], None], timeout_s: float) -> None:
+        """Runs a deletion's ``finalize`` on the loops' own workers, once a pass of ``key``
+        still running ends (at most ``timeout_s`` later): it does not race the last pass
+        of a loop kopf stopped, and a broker that does not answer its fencing holds one
+        of these workers, not kopf's, which also answer admission reviews."""
         running = self._passes.get(key)
         if running is not None:
-            with contextlib.suppress(FutureTimeout):
-                running.result(timeout_s)
+            # However it ends (done, failed, still running at the timeout), deletion goes on.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(running)), timeout_s)
+        await asyncio.get_running_loop().run_in_executor(self.executor, finalize)
 
     def wake(self, key: Key) -> None:
         wakeup = self._wakeups.get(key)
