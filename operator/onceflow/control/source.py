@@ -453,11 +453,11 @@ class SourceReconciler:
                     f"{fencing}, so its ids cannot be fenced: waiting until the task pods are gone",
                     5.0,
                 )
-            ids = ", ".join(self._status(obj).transactional_ids or []) or "none recorded"
+            unfenced = ", ".join(self._status(obj).transactional_ids or []) or "none recorded"
             self.kube.event(
                 obj,
                 "DeletedUnfenced",
-                f"{fencing}: transactional ids ({ids}) were not fenced; a transaction a "
+                f"{fencing}: transactional ids ({unfenced}) were not fenced; a transaction a "
                 "killed task left open holds read_committed readers back until it times out",
                 warning=True,
             )
