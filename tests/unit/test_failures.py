@@ -18,6 +18,10 @@ from onceflow.logic.client_keys import (
 )
 
 
+def _latest() -> dict[str, object]:
+    return {"metadata": {"name": "x"}}
+
+
 def _api(status: int, message: str) -> ApiException:
     error = ApiException(status=status, reason="Reason")
     error.body = json.dumps({"kind": "Status", "message": message})
@@ -69,21 +73,21 @@ def test_an_unknown_failure_is_reported_with_its_type() -> None:
 def test_reporting_degrades_then_raises_so_the_loop_backs_off() -> None:
     reported: list[tuple[str, str]] = []
 
-    def degrade(reason: str, message: str) -> None:
+    def degrade(_obj: object, reason: str, message: str) -> None:
         reported.append((reason, message))
 
     def fails() -> bool:
         raise _api(403, "forbidden")
 
     with pytest.raises(ReportedFailureError) as raised:
-        reporting_failures(fails, degrade)
+        reporting_failures(fails, _latest, degrade)
     assert reported[0][0] == "Forbidden" and not raised.value.unexpected
 
     def broken() -> bool:
         raise KeyError("x")
 
     with pytest.raises(ReportedFailureError) as unexpected:
-        reporting_failures(broken, degrade)
+        reporting_failures(broken, _latest, degrade)
     assert unexpected.value.unexpected, "a bug's traceback belongs in the log"
 
 
@@ -93,7 +97,7 @@ def test_an_invalid_workload_is_degraded_and_the_pass_answers_unsettled() -> Non
     def invalid() -> bool:
         raise InvalidWorkloadError("SecretNotFound", "create it")
 
-    assert reporting_failures(invalid, lambda r, m: reported.append((r, m))) is False
+    assert reporting_failures(invalid, _latest, lambda _o, r, m: reported.append((r, m))) is False
     assert reported == [("SecretNotFound", "create it")]
 
 
@@ -107,9 +111,9 @@ def test_waiting_and_transient_failures_leave_status_alone() -> None:
         raise _api(503, "away")
 
     with pytest.raises(RetryLaterError):
-        reporting_failures(waits, lambda r, m: reported.append((r, m)))
+        reporting_failures(waits, _latest, lambda _o, r, m: reported.append((r, m)))
     with pytest.raises(ApiException):
-        reporting_failures(blips, lambda r, m: reported.append((r, m)))
+        reporting_failures(blips, _latest, lambda _o, r, m: reported.append((r, m)))
     assert reported == []
 
 
@@ -117,11 +121,22 @@ def test_a_failure_that_cannot_be_written_is_still_raised() -> None:
     def fails() -> bool:
         raise _api(400, "bad")
 
-    def cannot_write(reason: str, message: str) -> None:
+    def cannot_write(_obj: object, reason: str, message: str) -> None:
         raise _api(503, "away")
 
     with pytest.raises(ReportedFailureError):
-        reporting_failures(fails, cannot_write)
+        reporting_failures(fails, _latest, cannot_write)
+
+
+def test_a_failure_of_an_object_deleted_meanwhile_writes_nothing() -> None:
+    def fails() -> bool:
+        raise _api(403, "forbidden")
+
+    def must_not_write(_obj: object, reason: str, message: str) -> None:
+        raise AssertionError("no object to write to")
+
+    with pytest.raises(ReportedFailureError):
+        reporting_failures(fails, lambda: None, must_not_write)
 
 
 def test_a_secret_gives_the_operator_credentials_only() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -22,15 +22,16 @@ from pydantic import ValidationError
 from urllib3.exceptions import HTTPError as TransportError
 
 from onceflow.api.errors import problems_from
+from onceflow.api.status import Condition
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.kube import StaleStatusError
+from onceflow.control.kube import HTTP_FORBIDDEN, KubeClient, Obj, StaleStatusError
+from onceflow.logic.conditions import newly_degraded
 
 log = logging.getLogger(__name__)
 
 # Answers that mean "try again": the request raced another writer, or the server was
 # busy or away.
 TRANSIENT_HTTP = frozenset({409, 429, 500, 502, 503, 504})
-HTTP_FORBIDDEN = 403
 
 
 @dataclass(frozen=True)
@@ -100,23 +101,53 @@ def describe_failure(error: Exception) -> Failure | None:
     )
 
 
-def reporting_failures(run: Callable[[], bool], degrade: Callable[[str, str], object]) -> bool:
+Degrade = Callable[[Obj, str, str], object]
+"""Writes (object, reason, message) as Degraded in the object's status."""
+
+
+def reporting_failures(
+    run: Callable[[], bool], latest: Callable[[], Obj | None], degrade: Degrade
+) -> bool:
     """Runs one pass. An invalid workload is degraded and answers "not settled"; any
     other lasting failure is degraded too, then raised as ``ReportedFailureError`` so the
-    loop backs off. ``degrade(reason, message)`` writes the status and the event."""
+    loop backs off. The status is written on the ``latest`` object (the pass may have
+    written since it read), if it still exists."""
+
+    def report(reason: str, message: str) -> None:
+        obj = latest()
+        if obj is not None:
+            degrade(obj, reason, message)
+
     try:
         return run()
     except (RetryLaterError, StaleStatusError):
         raise
     except InvalidWorkloadError as invalid:
-        degrade(invalid.reason, str(invalid))
+        report(invalid.reason, str(invalid))
         return False
     except Exception as error:
         failure = describe_failure(error)
         if failure is None:
             raise
         try:
-            degrade(failure.reason, failure.message)
+            report(failure.reason, failure.message)
         except Exception:
             log.exception("could not report %s in status", failure.reason)
         raise ReportedFailureError(failure, failure.reason == "ReconcileError") from error
+
+
+def write_status(
+    kube: KubeClient,
+    plural: str,
+    obj: Obj,
+    wire: Obj,
+    before: Sequence[Condition],
+    after: Sequence[Condition],
+) -> Obj:
+    """Writes a status (``before`` and ``after``: its conditions); a Degraded that turns
+    true or changes its reason also goes out as a Warning event."""
+    news = newly_degraded(before, after)
+    written = kube.replace_status(plural, obj, wire)
+    if news is not None:
+        kube.event(written, news.reason, news.message, warning=True)
+    return written

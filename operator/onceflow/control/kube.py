@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from onceflow.api.base import API_GROUP, API_VERSION
 
 Obj = dict[str, Any]
-HTTP_NOT_FOUND, HTTP_CONFLICT = 404, 409
+HTTP_FORBIDDEN, HTTP_NOT_FOUND, HTTP_CONFLICT = 403, 404, 409
 
 
 ALL_NAMESPACES = ""

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
-from onceflow.control.failures import reporting_failures
+from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.logic.conditions import newly_degraded, set_conditions
+from onceflow.logic.conditions import set_conditions
 from onceflow.logic.rollout import (
     WorkloadObservation,
     decide_rollout,
@@ -96,12 +96,9 @@ class PipelineReconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
 
-        def degrade(reason: str, message: str) -> None:
-            latest = self.kube.get(PLURAL, namespace, name)
-            if latest is not None:
-                self._degrade(latest, reason, message)
-
-        return reporting_failures(lambda: self._pass(obj), degrade)
+        return reporting_failures(
+            lambda: self._pass(obj), lambda: self.kube.get(PLURAL, namespace, name), self._degrade
+        )
 
     def _degrade(self, obj: Obj, reason: str, message: str) -> None:
         """A Pipeline that cannot be read (its spec fails the model) or reconciled: its
@@ -123,10 +120,7 @@ class PipelineReconciler:
             "conditions": [c.to_wire() for c in updated],
         }
         if status != wire:
-            self.kube.replace_status(PLURAL, obj, wire)
-            news = newly_degraded(conditions, updated)
-            if news is not None:
-                self.kube.event(obj, news.reason, news.message, warning=True)
+            write_status(self.kube, PLURAL, obj, wire, conditions, updated)
 
     def _pass(self, obj: Obj) -> bool:
         pipeline = Pipeline.model_validate(obj)
@@ -182,10 +176,7 @@ class PipelineReconciler:
         )
         wire = updated.to_wire()
         if obj.get("status") != wire:
-            obj = self.kube.replace_status(PLURAL, obj, wire)
+            obj = write_status(self.kube, PLURAL, obj, wire, status.conditions, updated.conditions)
             if decision.advanced:
                 self.kube.event(obj, "RolloutStep", decision.step)
-            news = newly_degraded(status.conditions, updated.conditions)
-            if news is not None:
-                self.kube.event(obj, news.reason, news.message, warning=True)
         return settled

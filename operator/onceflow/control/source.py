@@ -19,7 +19,7 @@ from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.failures import reporting_failures
+from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     KAFKA_SETTING_REFUSED,
@@ -34,7 +34,7 @@ from onceflow.control.workloads import (
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
-from onceflow.logic.conditions import newly_degraded, set_conditions
+from onceflow.logic.conditions import set_conditions
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
@@ -132,11 +132,8 @@ class SourceReconciler:
         wire = status.to_wire()
         if obj.get("status") == wire:
             return obj
-        news = newly_degraded(self._status(obj).conditions, status.conditions)
-        written = self.kube.replace_status(PLURAL, obj, wire)
-        if news is not None:
-            self.kube.event(written, news.reason, news.message, warning=True)
-        return written
+        before = self._status(obj).conditions
+        return write_status(self.kube, PLURAL, obj, wire, before, status.conditions)
 
     def _status(self, obj: Obj) -> KafkaSourceStatus:
         return KafkaSourceStatus.model_validate(obj.get("status") or {})
@@ -200,12 +197,9 @@ class SourceReconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
 
-        def degrade(reason: str, message: str) -> None:
-            latest = self.kube.get(PLURAL, namespace, name)
-            if latest is not None:
-                self._degrade(latest, reason, message)
-
-        return reporting_failures(lambda: self._pass(obj), degrade)
+        return reporting_failures(
+            lambda: self._pass(obj), lambda: self.kube.get(PLURAL, namespace, name), self._degrade
+        )
 
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.failures import reporting_failures
+from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
@@ -31,7 +31,7 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.logic.conditions import newly_degraded, set_conditions
+from onceflow.logic.conditions import set_conditions
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
@@ -98,11 +98,11 @@ class SparkJobReconciler:
         wire = status.to_wire()
         if obj.get("status") == wire:
             return obj
-        news = newly_degraded(self._status(obj).conditions, status.conditions)
-        written = self.kube.replace_status(PLURAL, obj, wire)
-        if news is not None:
-            self.kube.event(written, news.reason, news.message, warning=True)
-        return written
+        before = self._status(obj).conditions
+        return write_status(self.kube, PLURAL, obj, wire, before, status.conditions)
+
+    def _degrade(self, obj: Obj, reason: str, message: str) -> Obj:
+        return self._write(obj, self._status(obj), False, reason, message, degraded=True)
 
     def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, SparkJobSettings]:
         job = parse_workload(SparkJob, obj)
@@ -139,12 +139,9 @@ class SparkJobReconciler:
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return True
 
-        def degrade(reason: str, message: str) -> None:
-            latest = self.kube.get(PLURAL, namespace, name)
-            if latest is not None:
-                self._write(latest, self._status(latest), False, reason, message, degraded=True)
-
-        return reporting_failures(lambda: self._pass(obj), degrade)
+        return reporting_failures(
+            lambda: self._pass(obj), lambda: self.kube.get(PLURAL, namespace, name), self._degrade
+        )
 
     def _pass(self, obj: Obj) -> bool:
         job, pipeline, mode, settings = self._observe(obj)
