@@ -217,7 +217,7 @@ def test_a_spark_job_without_the_spark_operator_crd_says_so(
         install_spark_crd(kubeconfig)
 
 
-def test_progress_past_the_deadline_is_degraded_and_ends_when_it_settles(
+def test_progress_past_the_deadline_is_degraded_and_named_on_the_pipeline(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
     cluster, default, _ = operator

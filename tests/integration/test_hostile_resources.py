@@ -35,8 +35,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
 
 CASES = int(os.environ.get("ONCEFLOW_FUZZ_CASES", "300"))
 POLICY = TenantPolicy(image_prefixes=("registry.example.com/",))
-# Workloads name a Pipeline that never exists: they are judged and reconciled (to
-# PipelineNotFound) without creating pods or reaching a broker.
+# Workloads name a Pipeline that never exists unless a case points them at "orders"
+# (disabled, on a closed port): then they are reconciled for real, with pods (none
+# runs here) and Jobs, and without reaching a broker.
 GHOST = "ghost"
 BASES: dict[str, dict[str, Any]] = {
     "pipelines": {
@@ -73,6 +74,7 @@ PATHS = {
         "metadata.name",
     ],
     "kafkasources": [
+        "spec.pipeline",
         "spec.topic",
         "spec.tasksMax",
         "spec.connector",
@@ -91,6 +93,7 @@ PATHS = {
         "metadata.name",
     ],
     "sparkjobs": [
+        "spec.pipeline",
         "spec.input",
         "spec.input.topics",
         "spec.input.maxOffsetsPerTrigger",
@@ -146,7 +149,8 @@ VALID: dict[str, list[Any]] = {
     "spec.exactlyOnce": ["disabled", "preparing", "enabled"],
     "spec.transactionalIdPrefix": [None, f"team-{uuid.uuid4().hex[:6]}"],  # unused elsewhere
     "spec.topic": ["orders.v2", "a" * 200],
-    "spec.tasksMax": [1, 7, 1000],
+    "spec.tasksMax": [1, 3],
+    "spec.pipeline": ["orders"],
     "spec.connector.config.streams": [1, 64, 10000],
     "spec.connector.config.batchSize": [1, 500],
     "spec.transactionBoundary": ["poll", "interval"],
@@ -258,7 +262,7 @@ def _names_a_changed_field(message: str, paths: list[str]) -> bool:
     field holding it when a rule judges them together ("spec.input: set exactly one of
     topics or sources"). A name the API server cannot decode is ObjectMeta.name."""
     names = [p.replace("metadata.", "ObjectMeta.") for p in paths if p.startswith("metadata.")]
-    parents = [p.rsplit(".", 1)[0] + ":" for p in paths if "." in p]
+    parents = [p.rsplit(".", 1)[0] + ":" for p in paths if p.count(".") >= 2]
     return any(name in message for name in [*paths, *names, *parents])
 
 
@@ -311,7 +315,7 @@ def test_hostile_resources_are_refused_by_name_and_never_stop_the_operator(
                 _set(document, path, copy.deepcopy(value))
                 attempt(plural, document, [path])
     swept = tally["stored"]
-    assert swept == tally["refused"] + swept, f"valid values refused: {disagreements}"
+    assert tally["refused"] == 0, f"valid values refused: {disagreements}"
 
     @settings(
         max_examples=CASES,
