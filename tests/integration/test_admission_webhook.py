@@ -19,7 +19,15 @@ pytestmark = pytest.mark.k8s
 
 
 @pytest.fixture(scope="module")
-def webhook(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def elsewhere(kubeconfig: str) -> Cluster:
+    """A second namespace the operator watches."""
+    return Cluster(kubeconfig, new_namespace(kubeconfig, "hook-other"))
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    kubeconfig: str, tmp_path_factory: pytest.TempPathFactory, elsewhere: Cluster
+) -> Iterator[Cluster]:
     # The platform allows the tests' own connectors as module references, and images
     # from one registry.
     allowed = (
@@ -27,7 +35,9 @@ def webhook(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         ("ONCEFLOW_IMAGE_PREFIXES", "registry.example.com/"),
     )
     workdir = tmp_path_factory.mktemp("webhook")
-    with webhook_operator(kubeconfig, workdir, "hook", allowed) as (cluster, _):
+    with webhook_operator(
+        kubeconfig, workdir, "hook", allowed, also_watch=(elsewhere.namespace,)
+    ) as (cluster, _):
         cluster.create("pipelines", _pipeline("enabled"))
         yield cluster
 
@@ -196,10 +206,11 @@ def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> 
     )
 
 
-def test_a_prefix_used_in_another_namespace_is_refused(webhook: Cluster) -> None:
-    """Kafka knows no namespaces: the same explicit prefix in two namespaces gives
-    same-named workloads the same transactional ids."""
-    elsewhere = Cluster(webhook.kubeconfig, new_namespace(webhook.kubeconfig, "hook-other"))
+def test_a_prefix_used_in_another_namespace_is_refused(
+    webhook: Cluster, elsewhere: Cluster
+) -> None:
+    """Kafka knows no namespaces: the same explicit prefix in two watched namespaces
+    gives same-named workloads the same transactional ids."""
     first = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
     first["spec"] = {**first["spec"], "transactionalIdPrefix": f"across-{uuid.uuid4().hex[:6]}"}
     elsewhere.create("pipelines", first)

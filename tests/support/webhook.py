@@ -78,8 +78,10 @@ def webhook_operator(
     workdir: Path,
     prefix: str,
     environment: tuple[tuple[str, str], ...] = (),
+    also_watch: tuple[str, ...] = (),
 ) -> Iterator[tuple[Cluster, OperatorProcess]]:
-    """A namespace and an operator serving the webhook for it, until the block ends."""
+    """A namespace and an operator serving the webhook for it (and for ``also_watch``),
+    until the block ends."""
     install_crds(kubeconfig)
     paths = certificates(workdir)
     with socket.socket() as probe:
@@ -91,6 +93,7 @@ def webhook_operator(
         namespace,
         workdir / "operator.log",
         (
+            *(arg for other in also_watch for arg in ("--namespace", other)),
             "--standalone",
             "--webhook-port",
             str(port),
