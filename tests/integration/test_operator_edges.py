@@ -3,7 +3,9 @@ processes: a Pipeline deleted and applied again, a KafkaSource whose status is l
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +13,14 @@ from pathlib import Path
 import pytest
 from kubernetes import watch
 
-from tests.integration.test_operator import _audit_clean, _finished, _settle_enabled, pipeline
+from onceflow.eos.consume import end_offsets
+from tests.integration.test_operator import (
+    _audit_clean,
+    _finished,
+    _settle_enabled,
+    pipeline,
+    source,
+)
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
 from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
@@ -144,3 +153,54 @@ def test_an_image_edit_rolls_the_pods_within_their_generation(
     assert cluster.status("kafkasources", "counter")["generation"] == generation
     wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
     _audit_clean(kafka_bootstrap, topic, limit)
+
+
+def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """`disabled` -> `preparing` while the old tasks are slow to stop (paused): their
+    records are acknowledged but their offsets not yet flushed, and nothing can fence an
+    idempotent producer. The new generation must wait until the old pods are gone, so
+    it resumes from their final offsets instead of writing those records again."""
+    cluster, _, kubelet = operator
+    topic = f"edge-{uuid.uuid4().hex[:6]}"
+    limit = 3000
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+    cluster.create("kafkasources", source(2, topic, limit))
+    wait_for(
+        lambda: cluster.condition("kafkasources", "counter", "Ready").get("status") == "True",
+        120,
+        "the source Ready in disabled",
+    )
+    wait_for(lambda: _written(kafka_bootstrap, topic) > 0, 60, "a first record")
+    old = [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
+    for name in old:
+        kubelet.process(name).send_signal(signal.SIGSTOP)
+    try:
+        cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "preparing"})
+        time.sleep(8)  # ample for a successor to start and read the offsets
+        started = [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
+        assert sorted(started) == sorted(old), "a successor started next to paused tasks"
+        waiting = cluster.condition("kafkasources", "counter", "Progressing")
+        assert waiting.get("reason") == "WaitingForPredecessors", waiting
+        assert all(name in waiting["message"] for name in old), waiting
+    finally:
+        for name in old:  # within the grace period: their final flush still happens
+            kubelet.process(name).send_signal(signal.SIGCONT)
+    wait_for(
+        lambda: (
+            cluster.condition("pipelines", "orders", "Ready").get("status") == "True"
+            and cluster.status("kafkasources", "counter").get("mode") == "preparing"
+        ),
+        120,
+        "the source Ready in preparing",
+    )
+    wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
+    _audit_clean(kafka_bootstrap, topic, limit)
+
+
+def _written(bootstrap: str, topic: str) -> int:
+    try:
+        return sum(end_offsets(bootstrap, topic).values())
+    except LookupError:
+        return 0

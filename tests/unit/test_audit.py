@@ -55,3 +55,10 @@ def test_an_empty_topic_never_passes_an_audit_that_expects_records() -> None:
 def test_key_count_must_match_the_keys_seen(keys: list[str], ok: bool) -> None:
     report = audit_sequences([(k, 1) for k in keys], expect=1, key_count=2)
     assert report.ok is ok
+
+
+def test_duplicates_are_reported_as_the_ranges_written_twice() -> None:
+    report = audit_sequences([("k", n) for n in [1, 2, 3, 4, 2, 3, 4, 5, 9, 9]], expect=9)
+    (key,) = report.keys
+    assert key.duplicated == ((2, 4), (9, 9))
+    assert key.duplicates == 4

@@ -25,6 +25,9 @@ class KeyAudit:
     missing: tuple[tuple[int, int], ...]
     """Inclusive ranges of numbers never seen between 1 and the expected end."""
     highest: int
+    duplicated: tuple[tuple[int, int], ...] = ()
+    """Inclusive ranges of numbers seen more than once: where they lie tells which
+    fault (a restart, a generation change) wrote them twice."""
 
     @property
     def missing_count(self) -> int:
@@ -85,11 +88,13 @@ def _ranges(numbers: list[int]) -> tuple[tuple[int, int], ...]:
 
 def audit_key(key: str, sequence: list[int], expect: int | None) -> KeyAudit:
     seen: set[int] = set()
+    repeated: set[int] = set()
     duplicates = order_violations = 0
     highest = 0
     for seq in sequence:
         if seq in seen:
             duplicates += 1
+            repeated.add(seq)
             continue
         if seq < highest:
             order_violations += 1
@@ -105,6 +110,7 @@ def audit_key(key: str, sequence: list[int], expect: int | None) -> KeyAudit:
         order_violations=order_violations,
         missing=_ranges(missing),
         highest=highest,
+        duplicated=_ranges(sorted(repeated)),
     )
 
 

@@ -144,12 +144,13 @@ def ids_to_fence(record: GenerationRecord) -> tuple[str, ...]:
 
 
 def _unfenceable_predecessor(record: GenerationRecord) -> bool:
-    """A transactional generation after one that had no ids (or unknown ones): only
-    "gone" is proof that nothing of the predecessor writes any more (KIP-618's
-    non-compliant worker, made visible)."""
-    return record.mode.transactional and (
-        record.previous_mode is None or not record.previous_mode.transactional
-    )
+    """A predecessor that had no ids (or unknown ones): only "gone" is proof that
+    nothing of it writes any more (KIP-618's non-compliant worker, made visible). That
+    holds for an at-least-once successor too: a stopping task flushes its final offsets
+    on the way out, and a successor that read the offsets before that flush would write
+    the same records again on every planned change (`disabled` -> `preparing`, a
+    resize), where Connect's own at-least-once mode writes them once."""
+    return record.previous_mode is None or not record.previous_mode.transactional
 
 
 def next_step(
