@@ -80,15 +80,23 @@ def _terminate(dsn: str, slot_pattern: str) -> int:
     return sum(1 for (ended,) in rows if ended)
 
 
-def _terminate_snapshot_reader(dsn: str, slot: str) -> int:
-    """Ends the session reading the snapshot (in its transaction, with the export)."""
+def _terminate_snapshot_reader(dsn: str, slot: str, within_s: float = 5.0) -> int:
+    """Ends the session reading the snapshot (in its transaction, with the export).
+    Looked for until found or ``within_s`` passed: between its chunk queries it is
+    idle in its transaction, but for a moment after a task restart it does not exist
+    yet and during a chunk it is busy, and a single look once missed every time."""
+    deadline = time.monotonic() + within_s
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE application_name = %s AND state = 'idle in transaction'",
-            (f"onceflow-{slot}",),
-        ).fetchall()
-    return sum(1 for (ended,) in rows if ended)
+        while True:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s AND state = 'idle in transaction'",
+                (f"onceflow-{slot}",),
+            ).fetchall()
+            ended = sum(1 for (done,) in rows if done)
+            if ended or time.monotonic() > deadline:
+                return ended
+            time.sleep(0.01)
 
 
 def _audit(bootstrap: str, desired: DesiredTasks, dsn: str, table: str) -> ChangeAudit:

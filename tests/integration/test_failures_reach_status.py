@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,12 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.integration.test_operator import pipeline, source
 from tests.integration.test_operator_spark import SPARK_CRD_NAME, _job, install_spark_crd
-from tests.support.cluster import Cluster, OperatorProcess, install_crds, running_operator
+from tests.support.cluster import Cluster, OperatorProcess, install_crds
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import kubectl
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
-
-
-@pytest.fixture
-def operator(
-    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
-) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
-    with running_operator(kubeconfig, tmp_path, "fail") as running:
-        yield running
 
 
 def _degraded(cluster: Cluster, plural: str, name: str, reason: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ import json
 import signal
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from tests.support.cluster import (
     OperatorProcess,
     install_crds,
     new_namespace,
-    running_operator,
 )
 from tests.support.kafka import authenticated_listener
 from tests.support.kubelet import LocalKubelet
@@ -61,14 +59,6 @@ def source(tasks: int, topic: str, limit: int = LIMIT) -> dict[str, Any]:
             },
         },
     }
-
-
-@pytest.fixture
-def operator(
-    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
-) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
-    with running_operator(kubeconfig, tmp_path, "op") as running:
-        yield running
 
 
 def _finished(cluster: Cluster, bootstrap: str, topic: str, limit: int) -> bool:

@@ -7,8 +7,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import watch
@@ -21,19 +19,11 @@ from tests.integration.test_operator import (
     pipeline,
     source,
 )
-from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
-
-
-@pytest.fixture
-def operator(
-    kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
-) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
-    with running_operator(kubeconfig, tmp_path, "edge") as running:
-        yield running
 
 
 def _watch_source_modes(
