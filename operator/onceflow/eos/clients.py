@@ -82,13 +82,24 @@ def cluster_metadata(
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
+# How long the warm-up before init_transactions waits for a learned broker to answer.
+WARM_UP_S = 2.0
+
+
 def initialise_transactions(producer: Producer, timeout_s: float, topic: str | None = None) -> None:
-    """``init_transactions`` after a metadata round trip. Without it librdkafka sends
-    FindCoordinator on the bootstrap connection it is about to replace by the broker's
-    real identity, loses the answer, and retries on a 500 ms timer: half a second on
-    many inits, and sinks and fencing init once per id per batch. ``topic`` narrows the
-    metadata request to a topic the caller writes anyway (none: all topics). The round
-    trip is only a warm-up: if it fails, init_transactions reports the real problem."""
+    """``init_transactions`` once a broker known by its id has answered. librdkafka
+    looks for the transaction coordinator only through such a broker; while only the
+    bootstrap connection is up it finds none and retries on a 500 ms timer: half a
+    second on every other init, and a sink's producers are initialised again whenever
+    a partition moves to another Python worker. Metadata is asked until a learned
+    broker answers (the first answer often comes over the bootstrap connection, a
+    millisecond before the real one is up). ``topic`` narrows the request to a topic
+    the caller writes anyway (none: all topics). The round trips are only a warm-up: if
+    they fail, init_transactions reports the real problem."""
+    deadline = time.monotonic() + min(timeout_s, WARM_UP_S)
     with contextlib.suppress(KafkaException):
-        producer.list_topics(topic, timeout=timeout_s)
+        while producer.list_topics(topic, timeout=timeout_s).orig_broker_id < 0:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
     producer.init_transactions(timeout_s)
