@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,12 +93,15 @@ def initialise_transactions(producer: Producer, timeout_s: float, topic: str | N
     a partition moves to another Python worker. Metadata is asked until a learned
     broker answers (the first answer often comes over the bootstrap connection, a
     millisecond before the real one is up). ``topic`` narrows the request to a topic
-    the caller writes anyway (none: all topics). The round trips are only a warm-up: if
-    they fail, init_transactions reports the real problem."""
+    the caller writes anyway (none: all topics). The round trips are only a warm-up,
+    bounded by WARM_UP_S: if they fail or no learned broker answers in time,
+    init_transactions goes ahead and reports the real problem."""
     deadline = time.monotonic() + min(timeout_s, WARM_UP_S)
-    with contextlib.suppress(KafkaException):
-        while producer.list_topics(topic, timeout=timeout_s).orig_broker_id < 0:
-            if time.monotonic() > deadline:
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            if producer.list_topics(topic, timeout=left).orig_broker_id >= 0:
                 break
-            time.sleep(0.005)
+        except KafkaException:
+            pass  # a dropped bootstrap connection is this very race: ask again
+        time.sleep(0.005)
     producer.init_transactions(timeout_s)

@@ -193,10 +193,14 @@ def _finish_pending(
     if running:
         return Stop(running)
     if others and _unfenceable_predecessor(record):
+        what = (
+            "earlier tasks (another incarnation's, or ids not recorded)"
+            if record.previous_mode is None
+            else f"generation {record.generation - 1} (not transactional)"
+        )
         return WaitGone(
             tuple(w.name for w in others),
-            f"generation {record.generation - 1} cannot be fenced (not transactional, or "
-            "its ids are unknown): waiting until its tasks are gone",
+            f"{what} cannot be fenced: waiting until those tasks are gone",
         )
     if now < failures.retry_at:
         return BackOff(failures.retry_at - now, "fencing failed; retrying")
