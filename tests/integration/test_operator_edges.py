@@ -168,12 +168,21 @@ def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
         kubelet.process(name).send_signal(signal.SIGSTOP)
     try:
         cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "preparing"})
-        time.sleep(8)  # ample for a successor to start and read the offsets
+        wait_for(
+            lambda: (
+                cluster.condition("kafkasources", "counter", "Progressing").get("reason")
+                == "WaitingForPredecessors"
+            ),
+            60,
+            "the new generation to wait for the paused tasks",
+        )
+        waiting = cluster.condition("kafkasources", "counter", "Progressing")
+        assert all(name in waiting["message"] for name in old), waiting
+        # What must not happen has no event to wait for: the paused tasks stay paused
+        # for a while, long enough for a successor to start and read the offsets.
+        time.sleep(5)
         started = [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
         assert sorted(started) == sorted(old), "a successor started next to paused tasks"
-        waiting = cluster.condition("kafkasources", "counter", "Progressing")
-        assert waiting.get("reason") == "WaitingForPredecessors", waiting
-        assert all(name in waiting["message"] for name in old), waiting
     finally:
         for name in old:  # within the grace period: their final flush still happens
             kubelet.process(name).send_signal(signal.SIGCONT)
