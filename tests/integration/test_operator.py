@@ -389,6 +389,55 @@ def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     assert sum(kept.values()) > 0, "offsets are data: deletion keeps them"
 
 
+def test_a_deletion_whose_fencing_fails_backs_off_in_status_across_operator_restarts(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, first, _ = operator
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    cluster.create(
+        "pipelines", pipeline(kafka_bootstrap, "enabled", authSecretRef={"name": "kafka-auth"})
+    )
+    cluster.create("kafkasources", source(1, f"op-{uuid.uuid4().hex[:6]}", 100_000))
+    wait_for(
+        lambda: cluster.condition("kafkasources", "counter", "Ready").get("status") == "True",
+        120,
+        "the source Ready",
+    )
+    # The broker speaks plaintext: a TLS client cannot fence.
+    cluster.secret("kafka-auth", {"security.protocol": "ssl"})
+    cluster.delete("kafkasources", "counter")
+
+    def failures() -> int:
+        return int(cluster.status("kafkasources", "counter").get("fenceFailures") or 0)
+
+    wait_for(lambda: failures() >= 2, 120, "fencing before deletion to fail twice")
+    degraded = cluster.condition("kafkasources", "counter", "Degraded")
+    assert degraded["reason"] == "FencingFailed", degraded
+    assert "deleted once its transactional ids are fenced" in degraded["message"], degraded
+    assert any(
+        e.reason == "FencingFailed" and e.type == "Warning" for e in cluster.events("counter")
+    )
+
+    first.kill()
+    recorded = failures()
+    second = OperatorProcess(first.kubeconfig, first.namespace, first.log).start()
+    try:
+        wait_for(lambda: failures() > recorded, 120, "the restarted operator's next attempt")
+        assert failures() == recorded + 1, "the count goes on: the backoff survived the restart"
+        cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+        wait_for(
+            lambda: (
+                not cluster.custom.list_namespaced_custom_object(
+                    "onceflow.io", "v1alpha1", cluster.namespace, "kafkasources"
+                )["items"]
+            ),
+            120,
+            "the finalizer to fence and let go once the Secret is fixed",
+        )
+    finally:
+        second.stop()
+
+
 def test_two_operator_replicas_never_act_together(
     kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
 ) -> None:

@@ -65,15 +65,21 @@ def _job(partitions: int) -> dict[str, Any]:
     }
 
 
-def _pipeline(cluster: Cluster, bootstrap: str, mode: str) -> None:
+def _pipeline(cluster: Cluster, bootstrap: str, mode: str, **kafka: Any) -> None:
     cluster.create(
         "pipelines",
         {
             "kind": "Pipeline",
             "metadata": {"name": "orders"},
-            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": mode},
+            "spec": {"kafka": {"bootstrapServers": bootstrap, **kafka}, "exactlyOnce": mode},
         },
     )
+
+
+def _enabled(cluster: Cluster) -> None:
+    """Walks the job through the rollout, answering for the Spark operator."""
+    for mode in ("disabled", "preparing", "enabled"):
+        wait_for(lambda mode=mode: _running_in(cluster, mode), 60, f"the job to report {mode}")
 
 
 def _application(cluster: Cluster) -> dict[str, Any] | None:
@@ -180,6 +186,34 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 3
+
+
+def test_a_handover_whose_fencing_fails_keeps_the_job_stopped_with_its_backoff_in_status(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    cluster, _, _ = operator
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    _pipeline(cluster, kafka_bootstrap, "enabled", authSecretRef={"name": "kafka-auth"})
+    cluster.create("sparkjobs", _job(2))
+    _enabled(cluster)
+    # The broker speaks plaintext: a TLS client cannot fence.
+    cluster.secret("kafka-auth", {"security.protocol": "ssl"})
+    cluster.patch_spec("sparkjobs", "agg", {"sink": {"kafka": {"partitions": 3}}})
+
+    def failures() -> int:
+        return int(cluster.status("sparkjobs", "agg").get("fenceFailures") or 0)
+
+    wait_for(lambda: failures() >= 2, 120, "the sink's fencing to fail twice")
+    degraded = cluster.condition("sparkjobs", "agg", "Degraded")
+    assert degraded["reason"] == "FencingFailed", degraded
+    assert "stays stopped until fencing succeeds" in degraded["message"], degraded
+    assert cluster.status("sparkjobs", "agg")["fenceRetryAt"].endswith("Z")
+    assert _application(cluster) is None, "no driver runs while the old ids are unfenced"
+
+    cluster.secret("kafka-auth", {"client.id": "onceflow-test"})
+    wait_for(lambda: _application(cluster) is not None, 120, "the application after fencing")
+    status = cluster.status("sparkjobs", "agg")
+    assert status["sinkPartitions"] == 3 and "fenceFailures" not in status, status
 
 
 def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from onceflow.api import ExactlyOnceMode
+from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
-    FenceFailures,
     Keep,
     Observed,
     RecordIntent,

@@ -7,13 +7,10 @@ from typing import Any
 from onceflow.api import ExactlyOnceMode
 from onceflow.api.source import KafkaSourceStatus
 from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.protocol import FenceFailures
 from onceflow.logic.source_status import (
-    fence_failures,
     record_from_status,
     status_with_record,
     task_statuses,
-    with_fence_failures,
     workers_from_pods,
 )
 from onceflow.model.tasks import DesiredGeneration
@@ -98,12 +95,3 @@ def test_a_status_from_before_ids_were_recorded_gets_the_ids_its_tasks_used() ->
     assert record.ids == _legacy_ids(2)
     assert record.previous_ids == _legacy_ids(3)
     assert record.offsets_topic == "ns.p-src-offsets"
-
-
-def test_the_fencing_backoff_survives_in_status() -> None:
-    failures = FenceFailures().after_failure(now=1_800_000_000.0).after_failure(1_800_000_001.0)
-    status = with_fence_failures(failures)(KafkaSourceStatus())
-    assert status.fence_failures == 2 and status.fence_retry_at == "2027-01-15T08:00:03Z"
-    assert fence_failures(status) == failures, "read back as it was written"
-    cleared = with_fence_failures(None)(status)
-    assert cleared.fence_failures is None and fence_failures(cleared) == FenceFailures()

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.status import CommonStatus
+from onceflow.api.status import FencingStatus
 
 # Used when `interval` is chosen without a value: short enough for interactive
 # pipelines. Kafka Connect's default (offset.flush.interval.ms, 60 s) is a batch-era
@@ -279,7 +279,7 @@ class TaskStatus(ApiModel):
     )
 
 
-class KafkaSourceStatus(CommonStatus):
+class KafkaSourceStatus(FencingStatus):
     """Observed state: task generations and their fencing, written only by the operator."""
 
     generation: int | None = Field(
@@ -327,15 +327,6 @@ class KafkaSourceStatus(CommonStatus):
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")
-    fence_failures: int | None = Field(
-        default=None,
-        ge=1,
-        description="Failed fencing attempts in a row: the backoff grows with them, also "
-        "across operator restarts.",
-    )
-    fence_retry_at: str | None = Field(
-        default=None, description="When fencing is tried again (RFC 3339), after a failure."
-    )
 
 
 class KafkaSource(ApiModel):

@@ -18,7 +18,7 @@ from onceflow.api.columns import (
     schema_fields,
 )
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.status import CommonStatus
+from onceflow.api.status import FencingStatus
 
 # A column name of view `input`; bounded so CEL rules over names fit the API server's
 # cost budget.
@@ -640,7 +640,7 @@ class QueryProgress(ApiModel):
     watermark: str | None = Field(default=None, description="Event-time watermark (UTC).")
 
 
-class SparkJobStatus(CommonStatus):
+class SparkJobStatus(FencingStatus):
     """Observed state of the job's Spark application, written only by the operator."""
 
     observed_mode: ExactlyOnceMode | None = Field(

@@ -56,3 +56,20 @@ class CommonStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list, description="Ready, Progressing and Degraded conditions."
     )
+
+
+class FencingStatus(CommonStatus):
+    """The status of a kind whose operator fences transactional ids (a source's task
+    generations, a Spark job's sink producers): the backoff after failed fencing is
+    kept here, so an operator restarted in the middle of it goes on waiting instead of
+    hammering a broker or an ACL that is still missing."""
+
+    fence_failures: int | None = Field(
+        default=None,
+        ge=1,
+        description="Failed fencing attempts in a row: the backoff grows with them, also "
+        "across operator restarts.",
+    )
+    fence_retry_at: str | None = Field(
+        default=None, description="When fencing is tried again (RFC 3339), after a failure."
+    )

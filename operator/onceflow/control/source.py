@@ -20,6 +20,7 @@ from onceflow.api.source import KafkaSourceStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     KAFKA_SETTING_REFUSED,
@@ -35,6 +36,7 @@ from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
+from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
@@ -50,12 +52,10 @@ from onceflow.logic.protocol import (
 )
 from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
-    fence_failures,
     record_from_status,
     status_with_record,
     task_statuses,
     terminating,
-    with_fence_failures,
     workers_from_pods,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
@@ -341,19 +341,13 @@ class SourceReconciler:
     def _fence(self, obj: Obj, pipeline: Pipeline, desired: DesiredTasks, step: Fence) -> Obj:
         extra = self._kafka_config(pipeline)
         if step.ids:
-            report = self.fence(
-                desired.bootstrap_servers, step.ids, extra=extra, timeout_s=self.fence_timeout_s
+            report = self._fence_ids(
+                obj,
+                desired.bootstrap_servers,
+                step.ids,
+                extra,
+                f"no pod of generation {step.then.generation} starts until fencing succeeds",
             )
-            if not report.ok:
-                now = time.time()
-                failures = fence_failures(self._status(obj)).after_failure(now)
-                delay = failures.retry_at - now
-                message = (
-                    f"{report.summary()}; no pod of generation {step.then.generation} starts "
-                    f"until fencing succeeds (retrying in {delay:.0f}s)"
-                )
-                self._degrade(obj, "FencingFailed", message, with_fence_failures(failures))
-                raise RetryLaterError(message, delay)
             self.kube.event(obj, "Fenced", f"{report.summary()}: {', '.join(step.ids)}")
         if step.carry_offsets is not None:
             old, new = step.carry_offsets
@@ -367,7 +361,28 @@ class SourceReconciler:
             )
             self.kube.event(obj, "OffsetsCarried", f"{copied} offset(s) from {old} to {new}")
         fenced = status_with_record(self._status(obj), step.then)
-        return self._write(obj, with_fence_failures(None)(fenced))
+        return self._write(obj, with_fence_failures(fenced, None))
+
+    def _fence_ids(
+        self,
+        obj: Obj,
+        bootstrap_servers: str,
+        ids: Sequence[str],
+        extra: dict[str, str],
+        blocked: str,
+    ) -> FencingReport:
+        """Fences ``ids`` within the backoff this source's status records."""
+        return fence_with_backoff(
+            lambda: self.fence(bootstrap_servers, ids, extra=extra, timeout_s=self.fence_timeout_s),
+            fence_failures(self._status(obj)),
+            lambda message, failures: self._degrade(
+                obj,
+                "FencingFailed",
+                message,
+                lambda status: with_fence_failures(status, failures),
+            ),
+            blocked,
+        )
 
     def _create_generation(
         self,
@@ -464,12 +479,11 @@ class SourceReconciler:
                 else record.ids + (record.previous_ids if record.fencing_pending else ())
             )
             if ids:
-                report = self.fence(
+                self._fence_ids(
+                    obj,
                     pipeline.spec.kafka.bootstrap_servers,
                     ids,
-                    extra=extra,
-                    timeout_s=self.fence_timeout_s,
+                    extra,
+                    "the source is deleted once its transactional ids are fenced",
                 )
-                if not report.ok:
-                    raise RetryLaterError(f"fencing before deletion: {report.summary()}", 5.0)
         self.kube.delete_configmaps(namespace, f"{LABEL_SOURCE}={name}", keep=None)

@@ -20,6 +20,7 @@ from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
@@ -32,6 +33,7 @@ from onceflow.control.workloads import (
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
+from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
@@ -315,18 +317,26 @@ class SparkJobReconciler:
             self._write(obj, status, False, "HandingOverSink", step.reason)
             raise RetryLaterError(step.reason)
         extra = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
-        report = self.fence(
-            pipeline.spec.kafka.bootstrap_servers,
-            list(step.ids),
-            extra=extra,
-            timeout_s=self.fence_timeout_s,
+        report = fence_with_backoff(
+            lambda: self.fence(
+                pipeline.spec.kafka.bootstrap_servers,
+                list(step.ids),
+                extra=extra,
+                timeout_s=self.fence_timeout_s,
+            ),
+            fence_failures(status),
+            lambda message, failures: self._write(
+                obj,
+                with_fence_failures(status, failures),
+                False,
+                "FencingFailed",
+                message,
+                degraded=True,
+            ),
+            "the application stays stopped until fencing succeeds",
         )
-        if not report.ok:
-            message = f"{report.summary()}; the application stays stopped until fencing succeeds"
-            self._write(obj, status, False, "FencingFailed", message, degraded=True)
-            raise RetryLaterError(message, 5.0)
         self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(step.ids)}")
-        status = with_sink(status, step.then)
+        status = with_sink(with_fence_failures(status, None), step.then)
         obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
         return obj, status, step.then
 

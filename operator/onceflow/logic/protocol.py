@@ -20,12 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.model.tasks import DesiredGeneration
-
-# Fencing failures usually mean a broker or an ACL is missing: back off so neither the
-# broker is hammered nor the problem hidden behind constant retries.
-FENCE_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
 @dataclass(frozen=True)
@@ -45,16 +42,6 @@ class Worker:
     template: str | None = None
     """What the worker was made from beyond its task config (a pod's image, resources);
     None where that cannot change (processes of ``onceflow run``)."""
-
-
-@dataclass(frozen=True)
-class FenceFailures:
-    count: int = 0
-    retry_at: float = 0.0
-
-    def after_failure(self, now: float) -> FenceFailures:
-        delay = FENCE_BACKOFF_S[min(self.count, len(FENCE_BACKOFF_S) - 1)]
-        return FenceFailures(self.count + 1, now + delay)
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,12 @@ functions keep the two shapes in step and read pod state without any API call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onceflow.api.source import KafkaSourceStatus, TaskStatus
 from onceflow.logic.generations import GenerationRecord, LegacyIds
-from onceflow.logic.protocol import FenceFailures, Worker
+from onceflow.logic.protocol import Worker
 from onceflow.model.objects import (
     LABEL_GENERATION,
     LABEL_INCARNATION,
@@ -58,31 +57,6 @@ def status_with_record(status: KafkaSourceStatus, record: GenerationRecord) -> K
             "previous_offsets_topic": record.previous_offsets_topic,
         }
     )
-
-
-def fence_failures(status: KafkaSourceStatus) -> FenceFailures:
-    """The fencing backoff the status records (epoch seconds): an operator restarted
-    in the middle of it goes on waiting instead of starting over at one second."""
-    if not status.fence_failures or not status.fence_retry_at:
-        return FenceFailures()
-    retry_at = datetime.fromisoformat(status.fence_retry_at).timestamp()
-    return FenceFailures(status.fence_failures, retry_at)
-
-
-def with_fence_failures(
-    failures: FenceFailures | None,
-) -> Callable[[KafkaSourceStatus], KafkaSourceStatus]:
-    """Records ``failures`` in a status (None: fencing succeeded, nothing to wait for)."""
-
-    def amend(status: KafkaSourceStatus) -> KafkaSourceStatus:
-        if failures is None:
-            return status.model_copy(update={"fence_failures": None, "fence_retry_at": None})
-        retry_at = datetime.fromtimestamp(failures.retry_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return status.model_copy(
-            update={"fence_failures": failures.count, "fence_retry_at": retry_at}
-        )
-
-    return amend
 
 
 def workers_from_pods(pods: Sequence[Pod]) -> tuple[Worker, ...]:

@@ -37,11 +37,11 @@ from onceflow.api.spark import SparkJob
 from onceflow.api.task import FileAuthority
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
+from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
-    FenceFailures,
     Keep,
     Observed,
     RecordIntent,
