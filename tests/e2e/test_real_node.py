@@ -14,6 +14,7 @@ deleted while a new task generation is being fenced, an executor killed, and a
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -27,6 +28,7 @@ import yaml
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
+from tests.support.api_audit import calls_by, granted
 from tests.support.checkpoint import batch_in_flight
 from tests.support.node import (
     Node,
@@ -65,6 +67,8 @@ class Run:
     name: str = field(default_factory=lambda: f"n{uuid.uuid4().hex[:6]}")
     faults: list[str] = field(default_factory=list)
     counted: dict[str, int] = field(default_factory=dict)
+    installed_at: str = ""
+    """When the chart was installed (RFC 3339 UTC): the audit log is read from there."""
 
     @property
     def source_topic(self) -> str:
@@ -207,7 +211,9 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
     )
     # A reused node may hold what an interrupted run left: it would compete for 2 cores.
     real_node.kubectl("delete", "namespace", "-l", "=".join(TEST_LABEL), "--wait=false")
-    real_node.helm("uninstall", run.release, "-n", run.operator_namespace, "--ignore-not-found")
+    real_node.helm(
+        "uninstall", run.release, "-n", run.operator_namespace, "--ignore-not-found", "--wait"
+    )
     real_node.apply(
         {
             "apiVersion": "v1",
@@ -223,6 +229,7 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
         }
     )
     repository, tag = image.rsplit(":", 1)
+    run.installed_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     real_node.helm(
         "install", run.release, str(CHART), "-n", run.operator_namespace, "--create-namespace",
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
@@ -358,6 +365,79 @@ def _upgrade_the_operator(run: Run) -> None:
     run.faults.append("helm upgrade to another operator image tag")
 
 
+def _editors_and_viewers_get_onceflows_kinds(run: Run) -> None:
+    """Kubernetes' own `edit` and `view` roles carry Onceflow's kinds once the chart is
+    installed: the node's controller-manager aggregates the chart's roles into them."""
+    for user, role in (("an-editor", "edit"), ("a-viewer", "view")):
+        run.node.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": user, "namespace": run.namespace},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": [
+                    {"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}
+                ],
+            }
+        )
+
+    def can(user: str, verb: str, what: str) -> bool:
+        answer = run.node.kubectl(
+            "auth", "can-i", verb, what, "-n", run.namespace, f"--as={user}", check=False
+        )
+        return answer.strip() == "yes"
+
+    run.wait(
+        "the edit role to gain Onceflow's kinds",
+        lambda: all(
+            can("an-editor", verb, f"{kind}.onceflow.io")
+            for verb in ("create", "patch", "delete")
+            for kind in ("pipelines", "kafkasources", "sparkjobs")
+        ),
+        60,
+    )
+    assert all(
+        can("a-viewer", verb, f"{kind}.onceflow.io")
+        for verb in ("get", "list", "watch")
+        for kind in ("pipelines", "kafkasources", "sparkjobs")
+    ), "the view role reads Onceflow's kinds"
+    assert not can("a-viewer", "create", "pipelines.onceflow.io"), "viewers only read"
+
+
+def _the_cluster_role_grants_what_the_operator_used(run: Run) -> None:
+    """The cluster-mode ClusterRole is the namespaced mode's Role (whose every grant
+    test_least_privilege sees used) plus what kopf needs to watch every namespace; the
+    operator, in its pod as the chart's ServiceAccount, used each of those extras here
+    and was refused nothing."""
+    (deployment,) = run.node.get("deployments", run.operator_namespace)
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    audit_log = Path(run.node.kubeconfig).parent / "audit.log"  # scripts/k8s.sh writes it
+    used, refused = calls_by(
+        audit_log, f"system:serviceaccount:{run.operator_namespace}:{account}", run.installed_at
+    )
+    assert not refused, refused
+    cluster_role = json.loads(run.node.kubectl("get", "clusterrole", account, "-o", "json"))
+    server = json.loads(run.node.kubectl("version", "-o", "json"))["serverVersion"]
+    rendered = run.node.helm(
+        "template", run.release, str(CHART), "-n", run.operator_namespace,
+        f"--kube-version={server['gitVersion']}", "--set", f"watchNamespaces={{{run.namespace}}}",
+    )  # fmt: skip
+    (role,) = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] == "Role" and d["metadata"]["name"] == account
+    ]
+    extras = granted(cluster_role) - granted(role)
+    assert extras, "cluster mode needs more than a namespace's Role"
+    assert extras <= used, f"granted in cluster mode but never used: {sorted(extras - used)}"
+    only_namespaced = granted(role) - granted(cluster_role)
+    assert {resource for _, resource, _ in only_namespaced} == {"kopfpeerings"}, only_namespaced
+
+
 def _audit(run: Run, topic: str) -> None:
     pairs, unparsable = read_sequences(run.kafka, topic, key_field="stream", seq_field="seq")
     report = audit_sequences(
@@ -370,6 +450,7 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
     total = STREAMS * LIMIT
     started = time.monotonic()
     run.node.apply(*_manifests(run, node_kafka_bootstrap()))
+    _editors_and_viewers_get_onceflows_kinds(run)
     first = run.wait("a first source record", lambda: run.committed(run.source_topic) > 0)
     print(f"apply -> first record committed by the source: {first:.0f} s")
     _fault_on_the_source(run)
@@ -393,3 +474,4 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
         assert pods, selector
         for pod in pods:
             assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    _the_cluster_role_grants_what_the_operator_used(run)

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +22,7 @@ from onceflow.control.admission import review
 from onceflow.control.kube import KubeClient, load_config
 from tests.integration.test_operator import pipeline, source
 from tests.integration.test_operator_spark import _job, install_spark_crd
+from tests.support.api_audit import calls_by, granted
 from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import ROOT, helm, kubectl
@@ -31,39 +31,11 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
 
 CHART = str(ROOT / "helm" / "onceflow")
-Call = tuple[str, str, str]
-"""(API group, resource[/subresource], verb)"""
 
 
 def _audit_log(kubeconfig: str) -> Path:
     """Where scripts/k8s.sh has the API server write its audit log."""
     return Path(kubeconfig).parent / "k8s" / "audit.log"
-
-
-def _calls_by(kubeconfig: str, user: str) -> tuple[set[Call], list[str]]:
-    """The calls ``user`` made, and the ones refused (403)."""
-    calls, refused = set(), []
-    for line in _audit_log(kubeconfig).read_text().splitlines():
-        event = json.loads(line)
-        if event["user"]["username"] != user or "objectRef" not in event:
-            continue
-        ref = event["objectRef"]
-        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-        call = (ref.get("apiGroup", ""), resource, event["verb"])
-        if event.get("responseStatus", {}).get("code") == 403:
-            refused.append(f"{call} in {ref.get('namespace')}")
-        calls.add(call)
-    return calls, refused
-
-
-def _granted(role: dict[str, Any]) -> set[Call]:
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def _token_kubeconfig(kubeconfig: str, namespace: str, account: str, path: Path) -> str:
@@ -130,12 +102,12 @@ def test_the_namespaced_install_grants_what_the_operator_uses_and_nothing_else(
         operator.stop()
         kubelet.stop()
 
-    used, refused = _calls_by(kubeconfig, user)
+    used, refused = calls_by(_audit_log(kubeconfig), user)
     assert not refused, f"the namespaced Role lacks: {refused}\n{operator.log.read_text()[-3000:]}"
     role = json.loads(
         kubectl(kubeconfig, "get", "role", account, "-n", watched, "-o", "json").stdout
     )
-    unused = _granted(role) - used
+    unused = granted(role) - used
     assert not unused, f"granted but never used: {sorted(unused)}"
 
 
