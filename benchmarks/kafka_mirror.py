@@ -78,10 +78,9 @@ def mirror_rate(bootstrap: str, source: str, records: int) -> float:
         "batchSize": BATCH,
         "taskCount": 1,
     }
-    rate, _ = run_task(
+    return run_task(
         bootstrap, ExactlyOnceMode.ENABLED, KafkaMirrorConnector(), "kafka", config, records
-    )
-    return rate
+    ).rate
 
 
 def main() -> None:

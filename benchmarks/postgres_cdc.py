@@ -84,10 +84,9 @@ def cdc_rate(bootstrap: str, dsn: str, table: str, slot: str, changes: int) -> f
         "snapshot": "never",
         "batchSize": 1000,
     }
-    rate, _ = run_task(
+    return run_task(
         bootstrap, ExactlyOnceMode.ENABLED, PostgresConnector(), "postgres", config, changes
-    )
-    return rate
+    ).rate
 
 
 def drop(dsn: str, table: str, slots: list[str]) -> None:
