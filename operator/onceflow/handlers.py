@@ -20,7 +20,7 @@ from onceflow.control import webhook_certificates
 from onceflow.control.admission import review
 from onceflow.control.app import Controllers, build_controllers
 from onceflow.control.errors import RetryLaterError
-from onceflow.control.kube import KubeClient
+from onceflow.control.kube import KubeClient, StaleStatusError
 from onceflow.control.reconcile_loops import (
     PIPELINES,
     SOURCES,
@@ -227,6 +227,9 @@ async def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
         )
     except RetryLaterError as pending:
         raise kopf.TemporaryError(str(pending), delay=pending.delay_s) from None
+    except StaleStatusError as stale:
+        # A pass that outlived the wait for it wrote the source since it was read.
+        raise kopf.TemporaryError(str(stale), delay=1.0) from None
 
 
 def admit(body: kopf.Body, warnings: list[str], **_: Any) -> None:

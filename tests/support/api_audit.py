@@ -14,9 +14,13 @@ Call = tuple[str, str, str]
 
 def calls_by(audit_log: Path, user: str, since: str = "") -> tuple[set[Call], list[str]]:
     """The calls ``user`` made (from ``since``, an RFC 3339 UTC time, on), and the
-    ones refused (403) with the API server's words."""
+    ones RBAC refused, with the API server's words. ``audit_log`` is read with the
+    backup the API server rotated it to. A 403 from admission (a namespace being
+    deleted) is not a missing right."""
     calls, refused = set(), []
-    for line in audit_log.read_text().splitlines():
+    backups = sorted(audit_log.parent.glob(f"{audit_log.stem}-*{audit_log.suffix}"))
+    lines = [line for log in (*backups, audit_log) for line in log.read_text().splitlines()]
+    for line in lines:
         event = json.loads(line)
         if event["user"]["username"] != user or "objectRef" not in event:
             continue
@@ -25,9 +29,10 @@ def calls_by(audit_log: Path, user: str, since: str = "") -> tuple[set[Call], li
         ref = event["objectRef"]
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         call = (ref.get("apiGroup", ""), resource, event["verb"])
-        status = event.get("responseStatus", {})
-        if status.get("code") == 403:
-            refused.append(f"{call} in {ref.get('namespace')}: {status.get('message', '')}")
+        decision = event.get("annotations", {}).get("authorization.k8s.io/decision")
+        if decision == "forbid":
+            message = event.get("responseStatus", {}).get("message", "")
+            refused.append(f"{call} in {ref.get('namespace')}: {message}")
         calls.add(call)
     return calls, refused
 

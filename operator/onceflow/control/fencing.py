@@ -20,12 +20,15 @@ def fence_with_backoff(
     recorded: FenceFailures,
     record_failure: Callable[[str, FenceFailures], object],
     blocked: str,
+    clock: Callable[[], float] = time.time,
 ) -> FencingReport:
     """Runs ``fence`` once the backoff ``recorded`` allows; on failure hands the
     message and the next backoff to ``record_failure`` (a status write) and raises
-    RetryLater until then. ``blocked`` says what waits for fencing."""
-    now = time.time()
-    if waiting := recorded.wait_s(now):
+    RetryLater until then. ``blocked`` says what waits for fencing.
+
+    The backoff counts from the failure, not from the attempt: a fence that timed out
+    (30 s by default, a broker down) has outlived the first steps already."""
+    if waiting := recorded.wait_s(clock()):
         raise RetryLaterError(
             f"fencing failed {recorded.count} time(s) in a row; {blocked} "
             f"(retrying in {waiting:.0f}s)",
@@ -34,7 +37,9 @@ def fence_with_backoff(
     report = fence()
     if report.ok:
         return report
-    failures = recorded.after_failure(now)
-    message = f"{report.summary()}; {blocked} (retrying in {failures.wait_s(now):.0f}s)"
+    failed_at = clock()
+    failures = recorded.after_failure(failed_at)
+    delay = failures.wait_s(failed_at)
+    message = f"{report.summary()}; {blocked} (retrying in {delay:.0f}s)"
     record_failure(message, failures)
-    raise RetryLaterError(message, failures.wait_s(now))
+    raise RetryLaterError(message, delay)

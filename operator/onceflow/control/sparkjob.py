@@ -155,7 +155,9 @@ class SparkJobReconciler:
             # Only before creating its own driver object can another submitter's exist.
             self._remove_other_submissions(obj, job, status)
         kafka = job.spec.sink.kafka
-        if kafka is not None:
+        if kafka is None:
+            status = with_fence_failures(status, None)  # no handover waits for fencing
+        else:
             wanted = SinkProducers(pipeline.transactional_id_prefix, kafka.partitions)
             obj, status, producers = self._hand_over_sink(
                 obj, job, pipeline, status, application, wanted
@@ -300,11 +302,14 @@ class SparkJobReconciler:
         if isinstance(step, KeepSink):
             # Written with the next status: a status from before prefixes were recorded
             # names its prefix from now on, so a later rename is seen.
-            return obj, with_sink(status, step.producers), step.producers
+            # A handover whose fencing failed was given up (the change was reverted):
+            # its backoff goes too.
+            kept = with_fence_failures(with_sink(status, step.producers), None)
+            return obj, kept, step.producers
         if isinstance(step, RecordSink):
             # Written before any driver starts: a driver running without a record would
             # be stopped by the next pass as one whose producers are unknown.
-            status = with_sink(status, step.producers)
+            status = with_fence_failures(with_sink(status, step.producers), None)
             producers = step.producers
             message = (
                 f"sink producers recorded: prefix {producers.prefix!r}, "

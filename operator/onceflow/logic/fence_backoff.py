@@ -1,14 +1,16 @@
 """The backoff after failed fencing, and its record in a status.
 
 Fencing fails when a broker or an ACL is missing: retrying at once would hammer the
-broker and hide the problem behind constant retries. Every place that fences (a
-source's rollout and deletion, a Spark job's sink handover, ``onceflow run``) backs off
-the same way, and the operator keeps the backoff in the object's status so that a
-restarted operator goes on waiting instead of starting over at one second.
+broker and hide the problem behind constant retries. The operator's fencing (a
+source's rollout and deletion, a Spark job's sink handover) and ``onceflow run``'s task
+generations back off the same way; the operator keeps the backoff in the object's
+status so that a restarted operator goes on waiting instead of starting over at one
+second.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -47,5 +49,8 @@ def with_fence_failures(status: S, failures: FenceFailures | None) -> S:
     """``status`` recording ``failures`` (None: fencing succeeded, nothing to wait for)."""
     if failures is None:
         return status.model_copy(update={"fence_failures": None, "fence_retry_at": None})
-    retry_at = datetime.fromtimestamp(failures.retry_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Rounded up to the second RFC 3339 is written in here: a retry is never early.
+    retry_at = datetime.fromtimestamp(math.ceil(failures.retry_at), UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
     return status.model_copy(update={"fence_failures": failures.count, "fence_retry_at": retry_at})
