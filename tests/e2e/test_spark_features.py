@@ -58,7 +58,7 @@ def _produce_with_redeliveries(bootstrap: str, topic: str, seed: int) -> tuple[i
     few dozen records later (as a retrying producer or an upstream replay does), with
     the same payload and headers. Returns (records written, duplicates among them)."""
     rng = random.Random(seed)
-    producer = InputProducer(bootstrap, topic, **{"enable.idempotence": False})
+    producer = InputProducer(bootstrap, topic)
     redeliver: dict[int, list[tuple[bytes, bytes]]] = {}
 
     def send(key: bytes, body: bytes) -> None:
@@ -196,7 +196,7 @@ def test_the_orders_example_upserts_windowed_counts_exactly_through_kills(
     job = _orders_job().spec
     assert job.sink.postgres is not None and job.watermark is not None
     source = new_topic(kafka_bootstrap, "orders-in", partitions=3)
-    producer = InputProducer(kafka_bootstrap, source, **{"enable.idempotence": True})
+    producer = InputProducer(kafka_bootstrap, source)
     expected: Counter[tuple[str, int]] = Counter()
     # Recent record times: the broker deletes segments whose records are older than its
     # retention (7 days), which would take the input away under the driver.

@@ -30,28 +30,46 @@ def new_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
 
 
 class InputProducer:
-    """Writes a test's input and proves all of it reached the broker before a job reads
-    it: an input still in flight when a driver plans its first batches makes a partition
-    lag behind the others, and a watermark then drops its records as late, which would
-    read as the job's loss."""
+    """Writes a test's input and proves, before a job reads it, that all of it reached
+    the broker in the order it was sent. A job's watermark drops as late whatever
+    arrives behind newer records: an input still in flight when a driver plans its
+    first batches, or a produce request retried behind later ones (a new topic's first
+    requests can meet a leader not yet known), would read as the job's loss.
+
+    The producer is idempotent, which keeps each partition in send order through
+    retries; a test that wants records twice sends them twice."""
 
     def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
         self.bootstrap, self.topic = bootstrap, topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, **config})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, **config}
+        )
         self.sent, self.failed = 0, list[str]()
+        self.placed: dict[int, list[tuple[int, int]]] = {}  # partition: (sent as, offset)
 
-    def _delivered(self, error: Any, _message: Any) -> None:
-        if error is not None:
-            self.failed.append(str(error))
+    def _delivered(self, number: int) -> Any:
+        def delivered(error: Any, message: Any) -> None:
+            if error is not None:
+                self.failed.append(str(error))
+            else:
+                self.placed.setdefault(message.partition(), []).append((number, message.offset()))
+
+        return delivered
 
     def send(self, value: bytes, key: bytes, **fields: Any) -> None:
-        self.producer.produce(self.topic, value, key, on_delivery=self._delivered, **fields)
+        self.producer.produce(
+            self.topic, value, key, on_delivery=self._delivered(self.sent), **fields
+        )
         self.sent += 1
 
     def finish(self) -> int:
-        """Flushes and checks the topic holds every record sent; returns the count."""
+        """Flushes and checks the topic holds every record sent, each partition in send
+        order; returns the count."""
         assert self.producer.flush(60) == 0, "the input was not all written in 60 s"
         assert not self.failed, f"{len(self.failed)} input records failed: {self.failed[:3]}"
+        for partition, placed in self.placed.items():
+            offsets = [offset for _, offset in sorted(placed)]
+            assert offsets == sorted(offsets), f"input partition {partition} is out of send order"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         described = admin.list_topics(self.topic, timeout=30).topics[self.topic]
         request = [TopicPartition(self.topic, p) for p in described.partitions]

@@ -12,7 +12,14 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping
 
-from confluent_kafka import Consumer, IsolationLevel, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from onceflow.eos.clients import client_config, cluster_metadata
@@ -22,6 +29,19 @@ from onceflow.eos.clients import client_config, cluster_metadata
 POLL_S = 0.02
 
 
+# Partition errors a new topic answers with until its leaders are known to the broker
+# asked and to the client's own metadata (the underscored ones are the client's; _NOENT
+# is its "no leaders found"): waited out, not reported.
+_NOT_READY = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._NOENT,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
+
+
 def end_offsets(
     bootstrap: str,
     topic: str,
@@ -29,19 +49,42 @@ def end_offsets(
     timeout_s: float = 30,
     partitions: Collection[int] | None = None,
 ) -> dict[int, int]:
-    """High watermarks per partition, open transactions included."""
+    """High watermarks per partition, open transactions included.
+
+    A topic that metadata already lists can still refuse an offsets query while its
+    partitions' leaders are being elected (a sink creates its topic with its first
+    batch); those partitions are asked again until ``timeout_s``. A partition still
+    unknown then raises LookupError, as an unknown topic does."""
+    deadline = time.monotonic() + timeout_s
     admin = AdminClient(client_config(bootstrap, extra))
     metadata = cluster_metadata(admin, topic, timeout_s)
     described = metadata.topics[topic]
     if described.error is not None:
         raise LookupError(f"topic {topic!r}: {described.error.str()}")
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    chosen = described.partitions if partitions is None else partitions
-    request = {TopicPartition(topic, p): latest for p in chosen}
-    futures = admin.list_offsets(
-        request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout_s
-    )
-    return {tp.partition: f.result().offset for tp, f in futures.items()}
+    pending = set(described.partitions if partitions is None else partitions)
+    found: dict[int, int] = {}
+    while True:
+        futures = admin.list_offsets(
+            {TopicPartition(topic, p): latest for p in pending},
+            isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            request_timeout=max(1.0, deadline - time.monotonic()),
+        )
+        refused: dict[int, KafkaError] = {}
+        for tp, future in futures.items():
+            try:
+                found[tp.partition] = future.result().offset
+            except KafkaException as error:
+                if error.args[0].code() not in _NOT_READY:
+                    raise
+                refused[tp.partition] = error.args[0]
+        if not refused:
+            return found
+        if time.monotonic() >= deadline:
+            detail = ", ".join(f"{p}: {e.str()}" for p, e in sorted(refused.items()))
+            raise LookupError(f"topic {topic!r} partitions not ready after {timeout_s}s ({detail})")
+        pending = set(refused)
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 def read_to_end(
