@@ -125,6 +125,10 @@ up() {
   if pid_alive "$PIDFILE" && broker_ready && ! missing_node_listener; then
     log "Kafka already running"; emit "$BOOTSTRAP"; return 0
   fi
+  # A broker that was not running starts empty: its data is only earlier runs' topics,
+  # which grew past 10 GB over a few sessions. One restarted for its node listener keeps
+  # the topics of the run that is using it.
+  pid_alive "$PIDFILE" || rm -rf "$DIR/data"
   stop_pidfile "$PIDFILE" kafka
   fetch_libs
   write_config

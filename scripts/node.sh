@@ -215,6 +215,11 @@ load() {
   local image="$1" archive="$ONCEFLOW_CACHE/images/onceflow-${1##*:}.tar"
   ctr_ images ls -q | grep -qx "$image" && return 0
   [[ -f "$archive" ]] || { log "no archive for $image: run scripts/image.sh build"; return 1; }
+  # Earlier builds and their test tags (2.3 GB unpacked each) would fill the disk over
+  # a reused node's runs; containerd collects their layers once nothing names them.
+  local earlier
+  earlier="$(ctr_ images ls -q | grep "^${image%:*}:" || true)"
+  [[ -z "$earlier" ]] || ctr_ images rm $earlier >/dev/null
   import_archive "$archive"
 }
 

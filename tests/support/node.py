@@ -47,8 +47,26 @@ class Node:
     def helm(self, *args: str) -> str:
         out = helm(self.kubeconfig, *args, check=False)
         if out.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args[:2])} failed:\n{out.stderr[-3000:]}")
+            namespace = args[args.index("-n") + 1] if "-n" in args else "default"
+            raise AssertionError(
+                f"helm {' '.join(args[:2])} failed:\n{out.stderr[-3000:]}\n"
+                f"{self.why_not_ready(namespace)}"
+            )
         return out.stdout
+
+    def why_not_ready(self, namespace: str) -> str:
+        """What a reader of a timed-out ``--wait`` needs: the node's pressure
+        conditions (a full disk taints it), the namespace's pods and its last events."""
+        conditions = self.kubectl(
+            "get", "nodes", "-o",
+            "jsonpath={range .items[*].status.conditions[*]}{.type}={.status} {end}",
+            check=False,
+        )  # fmt: skip
+        pods = self.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False)
+        events = self.kubectl(
+            "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False
+        )
+        return f"node: {conditions}\npods:\n{pods}\nevents:\n{events[-3000:]}"
 
     def apply(self, *documents: dict[str, Any]) -> None:
         self.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(d) for d in documents))
