@@ -99,6 +99,9 @@ class Watch:
                     version = ""
                 else:  # a hiccup: the next round observes
                     self._stop.wait(0.2)
+            except Exception as error:  # a broken stream: go on from the last version
+                print(f"watch: {error!r}; watching again", file=sys.stderr)
+                self._stop.wait(0.2)
 
     def _sync(self) -> str:
         listing = json.loads(
@@ -119,6 +122,8 @@ class Watch:
         )
         try:
             for line in iter_resp_lines(response):
+                if not line:
+                    continue
                 event = json.loads(line)
                 item = event["object"]
                 if event["type"] == "ERROR":

@@ -127,8 +127,9 @@ up() {
   fi
   # A broker that was not running starts empty: its data is only earlier runs' topics,
   # which grew past 10 GB over a few sessions. One restarted for its node listener keeps
-  # the topics of the run that is using it.
-  pid_alive "$PIDFILE" || rm -rf "$DIR/data"
+  # the topics of the run that is using it, and one that answers without our pidfile
+  # (started by another user, pidfile lost) keeps its data too.
+  pid_alive "$PIDFILE" || broker_ready || rm -rf "$DIR/data"
   stop_pidfile "$PIDFILE" kafka
   fetch_libs
   write_config

@@ -22,6 +22,6 @@ def test_a_partition_that_never_answers_is_a_lookup_error_naming_it(kafka_bootst
     assert time.monotonic() - started >= 2, "asked again until the timeout"
 
 
-def test_answerable_partitions_are_read_at_once(kafka_bootstrap: str) -> None:
+def test_answerable_partitions_are_read(kafka_bootstrap: str) -> None:
     topic = new_topic(kafka_bootstrap, "ends", partitions=3)
     assert end_offsets(kafka_bootstrap, topic) == {0: 0, 1: 0, 2: 0}

@@ -57,15 +57,18 @@ class Node:
     def why_not_ready(self, namespace: str) -> str:
         """What a reader of a timed-out ``--wait`` needs: the node's pressure
         conditions (a full disk taints it), the namespace's pods and its last events."""
-        conditions = self.kubectl(
+
+        def shown(*args: str) -> str:
+            out = kubectl(self.kubeconfig, *args, check=False)
+            return out.stdout + out.stderr
+
+        conditions = shown(
             "get", "nodes", "-o",
             "jsonpath={range .items[*].status.conditions[*]}{.type}={.status} {end}",
-            check=False,
         )  # fmt: skip
-        pods = self.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False)
-        events = self.kubectl(
-            "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False
-        )
+        pods = shown("get", "pods", "-n", namespace, "-o", "wide")
+        # Sorted by creation: a scheduler's events (FailedScheduling) have no lastTimestamp.
+        events = shown("get", "events", "-n", namespace, "--sort-by=.metadata.creationTimestamp")
         return f"node: {conditions}\npods:\n{pods}\nevents:\n{events[-3000:]}"
 
     def apply(self, *documents: dict[str, Any]) -> None:

@@ -31,15 +31,20 @@ POLL_S = 0.02
 
 # Partition errors a new topic answers with until its leaders are known to the broker
 # asked and to the client's own metadata (the underscored ones are the client's; _NOENT
-# is its "no leaders found"): waited out, not reported.
+# is its "no leaders found", _TIMED_OUT its wait for a leader it could not look up):
+# waited out, not reported.
 _NOT_READY = {
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
     KafkaError._NOENT,
+    KafkaError._TIMED_OUT,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
 }
+# One offsets query's share of the wait: a query that waits out the whole timeout
+# inside the client leaves no time to look at fresh metadata and ask again.
+ATTEMPT_S = 5.0
 
 
 def end_offsets(
@@ -53,22 +58,27 @@ def end_offsets(
 
     A topic that metadata already lists can still refuse an offsets query while its
     partitions' leaders are being elected (a sink creates its topic with its first
-    batch); those partitions are asked again until ``timeout_s``. A partition still
-    unknown then raises LookupError, as an unknown topic does."""
+    batch); those partitions are asked again, after fresh metadata, until
+    ``timeout_s``. A partition still refused then raises LookupError, as an unknown
+    topic does."""
     deadline = time.monotonic() + timeout_s
     admin = AdminClient(client_config(bootstrap, extra))
-    metadata = cluster_metadata(admin, topic, timeout_s)
-    described = metadata.topics[topic]
-    if described.error is not None:
-        raise LookupError(f"topic {topic!r}: {described.error.str()}")
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    pending = set(described.partitions if partitions is None else partitions)
+    pending = None if partitions is None else set(partitions)
     found: dict[int, int] = {}
     while True:
+        # Each round: the client answers "unknown partition" and "no leader" from its
+        # own metadata, which only a metadata request refreshes.
+        left = max(1.0, deadline - time.monotonic())
+        described = cluster_metadata(admin, topic, left).topics[topic]
+        if described.error is not None:
+            raise LookupError(f"topic {topic!r}: {described.error.str()}")
+        if pending is None:
+            pending = set(described.partitions)
         futures = admin.list_offsets(
             {TopicPartition(topic, p): latest for p in pending},
             isolation_level=IsolationLevel.READ_UNCOMMITTED,
-            request_timeout=max(1.0, deadline - time.monotonic()),
+            request_timeout=min(ATTEMPT_S, left),
         )
         refused: dict[int, KafkaError] = {}
         for tp, future in futures.items():
