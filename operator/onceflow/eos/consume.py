@@ -31,8 +31,9 @@ POLL_S = 0.02
 
 # Partition errors a new topic answers with until its leaders are known to the broker
 # asked and to the client's own metadata (the underscored ones are the client's; _NOENT
-# is its "no leaders found", _TIMED_OUT its wait for a leader it could not look up):
-# waited out, not reported.
+# is its "no leaders found", _TIMED_OUT its wait for a leader it could not look up), and
+# whatever else the broker calls retriable (a leader epoch the broker has not caught up
+# with): waited out, not reported.
 _NOT_READY = {
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
@@ -41,7 +42,13 @@ _NOT_READY = {
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
 }
+
+
+def _not_ready(error: KafkaError) -> bool:
+    return error.code() in _NOT_READY or error.retriable()
 # One offsets query's share of the wait: a query that waits out the whole timeout
 # inside the client leaves no time to look at fresh metadata and ask again.
 ATTEMPT_S = 5.0
@@ -85,7 +92,7 @@ def end_offsets(
             try:
                 found[tp.partition] = future.result().offset
             except KafkaException as error:
-                if error.args[0].code() not in _NOT_READY:
+                if not _not_ready(error.args[0]):
                     raise
                 refused[tp.partition] = error.args[0]
         if not refused:
