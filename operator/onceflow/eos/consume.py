@@ -49,6 +49,8 @@ _NOT_READY = {
 
 def _not_ready(error: KafkaError) -> bool:
     return error.code() in _NOT_READY or error.retriable()
+
+
 # One offsets query's share of the wait: a query that waits out the whole timeout
 # inside the client leaves no time to look at fresh metadata and ask again.
 ATTEMPT_S = 5.0
