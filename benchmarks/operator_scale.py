@@ -77,6 +77,7 @@ class Watch:
     def __init__(self, list_all: Callable[..., Any], handle: Handler, selector: str = "") -> None:
         self.list_all, self.handle, self.selector = list_all, handle, selector
         self._stop = threading.Event()
+        self.listed = threading.Event()  # the first listing was handled
         self._thread = threading.Thread(target=self._loop, daemon=True, name="watch")
 
     def start(self) -> Watch:
@@ -109,6 +110,7 @@ class Watch:
         )
         for item in listing["items"]:
             self.handle(item)
+        self.listed.set()
         return str(listing["metadata"]["resourceVersion"])
 
     def _follow(self, version: str) -> str:
@@ -314,7 +316,9 @@ def _change_latency(
         Watch(core.list_pod_for_all_namespaces, pod_seen, LABEL_SOURCE).start(),
     ]  # fmt: skip
     try:
-        time.sleep(2)  # both listings read: later events are the changes'
+        for watch in watches:  # what is listed is from before: later events are the changes'
+            if not watch.listed.wait(60):
+                raise TimeoutError("a watch did not list within 60 s")
         cpu_before, wall_before = _cpu_seconds(operator_pid), time.perf_counter()
         with ThreadPoolExecutor(len(targets)) as pool:
             list(pool.map(apply, targets))

@@ -39,11 +39,9 @@ class InputProducer:
     The producer is idempotent, which keeps each partition in send order through
     retries; a test that wants records twice sends them twice."""
 
-    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+    def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
-        self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, **config}
-        )
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
         self.sent, self.failed = 0, list[str]()
         self.placed: dict[int, list[tuple[int, int]]] = {}  # partition: (sent as, offset)
 
