@@ -395,6 +395,28 @@ def _record_headers(
     return [(h["key"], h["value"]) for h in headers] if headers else None
 
 
+def shuffled_to_output_partitions(frame: Any, partitions: int) -> Any:
+    """The rows with their output partition, hash-partitioned by the very expression
+    that partition is computed from: each task holds whole output partitions, normally
+    exactly one."""
+    from pyspark.sql import functions as sql
+
+    return with_output_partition(frame, partitions).repartition(partitions, _spread(sql))
+
+
+def arrow_rows(batches: Iterable[Any]) -> Iterator[tuple[int, Any, Any, Any]]:
+    """(output partition, key, value, header structs) of each row of the Arrow batches
+    a task of ``shuffled_to_output_partitions`` hands to Python."""
+    for batch in batches:
+        yield from zip(
+            batch.column(PARTITION_COLUMN).to_pylist(),
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+            batch.column("headers").to_pylist(),
+            strict=True,
+        )
+
+
 def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """``mapInArrow`` step: one transaction per output partition the task holds, all
     committed at the task's end. The shuffle normally gives each task one partition's
@@ -406,20 +428,9 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
     def write(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        rows = (
-            row
-            for batch in batches
-            for row in zip(
-                batch.column(PARTITION_COLUMN).to_pylist(),
-                batch.column("key").to_pylist(),
-                batch.column("value").to_pylist(),
-                batch.column("headers").to_pylist(),
-                strict=True,
-            )
-        )
         writes: dict[int, PartitionWrite] = {}
         try:
-            for partition, run in itertools.groupby(rows, key=lambda row: row[0]):
+            for partition, run in itertools.groupby(arrow_rows(batches), key=lambda row: row[0]):
                 if partition not in writes:
                     writes[partition] = PartitionWrite(target, batch_id, partition)
                 writes[partition].send((k, v, _record_headers(h)) for _, k, v, h in run)
@@ -463,17 +474,11 @@ class ExactlyOnceKafkaSink:
         self.first_batch = True
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as sql
-
         target = dataclasses.replace(self.target, query=self.query.wait())
         if self.first_batch:
             self.first_batch = False
             target = where_batch_started(target, batch_id)
-        # Hash-partitioned by the very expression the output partition is computed
-        # from: each task holds whole output partitions, normally exactly one.
-        grouped = with_output_partition(frame, target.partitions).repartition(
-            target.partitions, _spread(sql)
-        )
+        grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
             grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
         except KafkaException as error:  # surfaced on the driver: fail the batch, keep state
