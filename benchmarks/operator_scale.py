@@ -225,12 +225,31 @@ def _sources(custom: client.CustomObjectsApi, namespaces: list[str]) -> list[dic
     ]
 
 
-def _ready(source: dict[str, Any]) -> bool:
-    status = source.get("status") or {}
+def _ready(status: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
-    ) and status.get("fencedGeneration") == status.get("generation")
+    )
+
+
+def _settled(source: dict[str, Any]) -> bool:
+    status = source.get("status") or {}
+    return _ready(status) and status.get("fencedGeneration") == status.get("generation")
+
+
+def _rolled_out(custom: client.CustomObjectsApi, namespaces: list[str]) -> bool:
+    """Every namespace's Pipeline has reached `enabled`: until then its sources are
+    fenced again at each step, however Ready they look in between."""
+    for namespace in namespaces:
+        status = (
+            custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, "pipelines", "scale"
+            ).get("status")
+            or {}
+        )
+        if (status.get("exactlyOnce") or {}).get("current") != "enabled" or not _ready(status):
+            return False
+    return True
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
@@ -362,9 +381,12 @@ def main() -> None:
         for i in range(args.sources):
             clusters[i % len(clusters)].create("kafkasources", _source(f"s{i}"))
         settle = _wait(
-            lambda: sum(_ready(s) for s in _sources(custom, namespaces)) == args.sources,
+            lambda: (
+                sum(_settled(s) for s in _sources(custom, namespaces)) == args.sources
+                and _rolled_out(custom, namespaces)
+            ),
             1800,
-            f"{args.sources} sources ready",
+            f"{args.sources} sources ready and every pipeline enabled",
         )
         print(
             f"{args.sources} KafkaSources x {TASKS} tasks in {args.namespaces} namespaces: "

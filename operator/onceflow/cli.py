@@ -107,6 +107,9 @@ def _cmd_operator(args: argparse.Namespace) -> int:
             os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
     if args.namespace:
         os.environ["ONCEFLOW_NAMESPACES"] = ",".join(args.namespace)
+    from onceflow.runtime.heap import return_large_blocks_to_os
+
+    return_large_blocks_to_os()
     import kopf
 
     import onceflow.handlers  # noqa: F401 - registers the handlers with kopf
