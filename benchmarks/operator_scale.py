@@ -234,7 +234,11 @@ def _ready(status: dict[str, Any]) -> bool:
 
 def _settled(source: dict[str, Any]) -> bool:
     status = source.get("status") or {}
-    return _ready(status) and status.get("fencedGeneration") == status.get("generation")
+    return (
+        _ready(status)
+        and status.get("mode") == "enabled"
+        and status.get("fencedGeneration") == status.get("generation")
+    )
 
 
 def _rolled_out(custom: client.CustomObjectsApi, namespaces: list[str]) -> bool:
