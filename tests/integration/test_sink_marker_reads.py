@@ -15,6 +15,7 @@ from onceflow.logic.sink_markers import SinkMarker
 from onceflow.model.spark_names import sink_transactional_id
 from onceflow.spark.held_producers import HELD_PRODUCERS
 from onceflow.spark.kafka_sink import (
+    MARKER_CLIENTS,
     MARKER_WINDOW,
     committed_marker,
     prepare_topics,
@@ -68,6 +69,27 @@ def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
     assert committed_marker(target, 1) is None  # partition 3's marker is not 1's
     three = committed_marker(target, 3)
     assert three is not None and three.batch == 4
+
+
+def test_marker_clients_are_kept_between_reads_and_fetch_nothing_in_between(
+    kafka_bootstrap: str,
+) -> None:
+    """A worker reads markers with one kept pair of clients: the reads above went
+    through it, one after the other, for partitions sharing a marker partition and not.
+    Between reads its consumer holds no partition, so an idle worker fetches nothing."""
+    job = f"kept-{uuid.uuid4().hex[:6]}"
+    target = dataclasses.replace(
+        prepare_topics(sink_target(kafka_bootstrap, {}, f"{job}-out", 2, "of", job)), query="q"
+    )
+    assert write_partition(target, 7, 1, _rows(7)) == 3
+    assert committed_marker(target, 0) is None
+    kept = MARKER_CLIENTS.take(kafka_bootstrap, target.marker_topic)
+    assert kept is not None
+    assert kept.consumer.assignment() == []
+    MARKER_CLIENTS.keep(kept, kafka_bootstrap, target.marker_topic)
+    found = committed_marker(target, 1)
+    assert found is not None and found.batch == 7
+    assert MARKER_CLIENTS.take(kafka_bootstrap, target.marker_topic) is kept
 
 
 def _rows(batch: int) -> list[Record]:

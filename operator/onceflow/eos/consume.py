@@ -25,8 +25,12 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from onceflow.eos.clients import client_config, cluster_metadata
 
 # Short: the loop ends on the position, which moves past control records without
-# delivering a message, so a long poll would only wait for nothing.
+# delivering a message, so a long poll would only wait for nothing. A read's polls
+# start at the shortest and double while nothing comes: a short read (a sink's marker,
+# which ends in a commit record) ends a millisecond after its last fetch, and a read
+# waiting out an open transaction does not spin.
 POLL_S = 0.02
+FIRST_POLL_S = 0.001
 
 
 # Partition errors a new topic answers with until its leaders are known to the broker
@@ -62,6 +66,7 @@ def end_offsets(
     extra: Mapping[str, str] | None = None,
     timeout_s: float = 30,
     partitions: Collection[int] | None = None,
+    admin: AdminClient | None = None,
 ) -> dict[int, int]:
     """High watermarks per partition, open transactions included.
 
@@ -69,9 +74,11 @@ def end_offsets(
     partitions' leaders are being elected (a sink creates its topic with its first
     batch); those partitions are asked again, after fresh metadata, until
     ``timeout_s``. A partition still refused then raises LookupError, as an unknown
-    topic does."""
+    topic does. ``admin``: a client the caller keeps for repeated queries (a new one
+    costs its connections, tens of milliseconds)."""
     deadline = time.monotonic() + timeout_s
-    admin = AdminClient(client_config(bootstrap, extra))
+    if admin is None:  # not `or`: a client with nothing queued is falsy (__len__)
+        admin = AdminClient(client_config(bootstrap, extra))
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     pending = None if partitions is None else set(partitions)
     found: dict[int, int] = {}
@@ -115,9 +122,14 @@ def read_to_end(
     timeout_s: float = 120,
     partitions: Collection[int] | None = None,
     span: Mapping[int, tuple[int, int]] | None = None,
+    consumer: Consumer | None = None,
 ) -> Iterator[Message]:
     """Every record readable at ``isolation`` up to the end offsets taken at the start,
     or, with ``span``, each partition's records in ``[start, end)`` of its span.
+
+    ``consumer``: one the caller keeps between reads (made by ``span_reader`` with the
+    same isolation); it is assigned for this read and unassigned after it, so it
+    fetches nothing in between. Without it, a consumer is made and closed here.
 
     Raises TimeoutError naming the partitions still held back (an open transaction of
     a live producer) when the end is not reached within ``timeout_s``.
@@ -129,7 +141,48 @@ def read_to_end(
     ends = {p: span[p][1] for p in starts}
     if not ends:
         return
-    consumer = Consumer(
+    kept = consumer is not None
+    reader = consumer if consumer is not None else span_reader(bootstrap, extra, isolation)
+    try:
+        # An absolute offset starts fetching at once; a logical one (BEGINNING) waits for
+        # a timed offset query (~0.5 s) when the leader is not known yet. A log that no
+        # longer starts at 0 is reset to its earliest offset by auto.offset.reset.
+        reader.assign([TopicPartition(topic, p, starts[p]) for p in ends])
+        deadline = time.monotonic() + timeout_s
+        remaining = dict(ends)
+        wait = FIRST_POLL_S
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"reading {topic!r} to its end took over {timeout_s:.0f}s: partitions "
+                    f"{sorted(remaining)} are held by an open transaction. A live "
+                    "producer's transaction ends within its transaction.timeout.ms; one "
+                    "that outlives it is hanging: list it with `kafka-transactions.sh "
+                    "--bootstrap-server <servers> find-hanging --broker-id <leader>` and "
+                    "end it with its `abort` command (brokers from Kafka 3.6 prevent "
+                    "most with transaction.partition.verification.enable=true)"
+                )
+            message = reader.poll(wait)
+            wait = FIRST_POLL_S if message is not None else min(POLL_S, wait * 2)
+            if message is not None and message.error() is None:
+                offset, partition = message.offset(), message.partition()
+                if offset is not None and partition is not None and offset < ends[partition]:
+                    yield message
+            for tp in reader.position([TopicPartition(topic, p) for p in remaining]):
+                if tp.offset >= remaining[tp.partition]:
+                    del remaining[tp.partition]
+    finally:
+        if kept:
+            reader.unassign()
+        else:
+            reader.close()
+
+
+def span_reader(
+    bootstrap: str, extra: Mapping[str, str] | None = None, isolation: str = "read_committed"
+) -> Consumer:
+    """A consumer for ``read_to_end``: no group membership, nothing committed."""
+    return Consumer(
         {
             **client_config(bootstrap, extra),
             "group.id": f"onceflow-reader-{uuid.uuid4().hex}",
@@ -142,31 +195,3 @@ def read_to_end(
             "auto.offset.reset": "earliest",
         }
     )
-    try:
-        # An absolute offset starts fetching at once; a logical one (BEGINNING) waits for
-        # a timed offset query (~0.5 s) when the leader is not known yet. A log that no
-        # longer starts at 0 is reset to its earliest offset by auto.offset.reset.
-        consumer.assign([TopicPartition(topic, p, starts[p]) for p in ends])
-        deadline = time.monotonic() + timeout_s
-        remaining = dict(ends)
-        while remaining:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"reading {topic!r} to its end took over {timeout_s:.0f}s: partitions "
-                    f"{sorted(remaining)} are held by an open transaction. A live "
-                    "producer's transaction ends within its transaction.timeout.ms; one "
-                    "that outlives it is hanging: list it with `kafka-transactions.sh "
-                    "--bootstrap-server <servers> find-hanging --broker-id <leader>` and "
-                    "end it with its `abort` command (brokers from Kafka 3.6 prevent "
-                    "most with transaction.partition.verification.enable=true)"
-                )
-            message = consumer.poll(POLL_S)
-            if message is not None and message.error() is None:
-                offset, partition = message.offset(), message.partition()
-                if offset is not None and partition is not None and offset < ends[partition]:
-                    yield message
-            for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
-                if tp.offset >= remaining[tp.partition]:
-                    del remaining[tp.partition]
-    finally:
-        consumer.close()

@@ -15,18 +15,19 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
 from onceflow.eos.clients import client_config, cluster_metadata
-from onceflow.eos.consume import end_offsets, read_to_end
+from onceflow.eos.consume import end_offsets, read_to_end, span_reader
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import (
+    Headers,
     ProducerFailedError,
     ProducerFencedError,
     Record,
@@ -42,6 +43,7 @@ from onceflow.model.spark_names import (
 )
 from onceflow.spark.held_producers import HELD_PRODUCERS, HeldProducer
 from onceflow.spark.query_identity import QueryIdentity
+from onceflow.spark.worker_cache import KeptBetweenBatches
 
 MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
@@ -140,11 +142,50 @@ def _marker_keys(target: SinkTarget, partition: int) -> tuple[bytes, bytes]:
 MARKER_WINDOW = 64
 
 
+@dataclass
+class MarkerClients:
+    """The clients a worker reads markers with, kept between batches: a partition moves
+    to another Python worker in about every other batch, and each move reads its marker
+    back; new clients cost their connections each time (about 80 ms against a local
+    broker, more than the read)."""
+
+    admin: AdminClient
+    consumer: Consumer
+
+    @classmethod
+    def open(cls, target: SinkTarget) -> MarkerClients:
+        config = client_config(target.bootstrap, target.extra)
+        return cls(AdminClient(config), span_reader(target.bootstrap, target.extra))
+
+
+# Keyed by bootstrap servers and marker topic.
+MARKER_CLIENTS: KeptBetweenBatches[MarkerClients] = KeptBetweenBatches()
+
+
 def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
     """The last marker committed to ``partition`` (None if none yet)."""
+    clients = MARKER_CLIENTS.take(target.bootstrap, target.marker_topic) or MarkerClients.open(
+        target
+    )
+    try:
+        found = _last_marker(target, partition, clients)
+    except BaseException:
+        clients.consumer.close()
+        raise
+    MARKER_CLIENTS.keep(clients, target.bootstrap, target.marker_topic)
+    return found
+
+
+def _last_marker(target: SinkTarget, partition: int, clients: MarkerClients) -> SinkMarker | None:
     keys = _marker_keys(target, partition)
     where = partition % target.marker_partitions
-    end = end_offsets(target.bootstrap, target.marker_topic, target.extra, partitions=[where])
+    end = end_offsets(
+        target.bootstrap,
+        target.marker_topic,
+        target.extra,
+        partitions=[where],
+        admin=clients.admin,
+    )
     upto, window = end[where], MARKER_WINDOW
     while upto > 0:
         start = max(0, upto - window)
@@ -154,6 +195,7 @@ def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
             target.marker_topic,
             extra=target.extra,
             span={where: (start, upto)},
+            consumer=clients.consumer,
         ):
             if message.key() in keys:
                 value = message.value()
@@ -177,6 +219,27 @@ def committed_markers(target: SinkTarget) -> list[SinkMarker]:
         if key.startswith(own) and value:
             last[key] = SinkMarker.decode(value)
     return list(last.values())
+
+
+@dataclass(frozen=True)
+class RowRun:
+    """Consecutive rows of one output partition, as columns: the producer loop reads
+    them without building a tuple per row."""
+
+    partition: int
+    keys: Sequence[bytes | None]
+    values: Sequence[bytes | None]
+    headers: Sequence[Headers | None] | None = None
+    """None: no row has headers."""
+
+    @classmethod
+    def of_records(cls, partition: int, rows: Iterable[Record]) -> RowRun:
+        keys, values, headers = [], [], []
+        for key, value, header in rows:
+            keys.append(key)
+            values.append(value)
+            headers.append(header)
+        return cls(partition, keys, values, headers if any(headers) else None)
 
 
 class PartitionWrite:
@@ -244,14 +307,17 @@ class PartitionWrite:
         else:
             self.writer.send(t.marker_topic, key, self.marker.encode(), partition=where)
 
-    def send(self, rows: Iterable[Record]) -> None:
+    def send(self, run: RowRun) -> None:
         if self.skip:
             return
+        keys: Iterable[bytes | None] = run.keys
         if self.target.fail_once_flag:
-            rows = _failing_after(
-                rows, 10, self.target.fail_once_flag, self.partition, self.batch_id
+            keys = _failing_after(
+                keys, 10, self.target.fail_once_flag, self.partition, self.batch_id
             )
-        self.written += self.writer.send_rows(self.target.topic, self.partition, rows)
+        self.written += self.writer.send_rows(
+            self.target.topic, self.partition, keys, run.values, run.headers
+        )
 
     def commit(self) -> int:
         """Commits marker and rows; returns the rows written (0 when skipped)."""
@@ -279,7 +345,7 @@ def write_partition(
     """Writes one output partition of one batch exactly once; returns rows written."""
     write = PartitionWrite(target, batch_id, partition)
     try:
-        write.send(rows)
+        write.send(RowRun.of_records(partition, rows))
         return write.commit()
     finally:
         write.release()
@@ -289,12 +355,16 @@ class InjectedSinkFailureError(RuntimeError):
     """Raised by a chaos drill, never in normal operation."""
 
 
+T = TypeVar("T")
+
+
 def _failing_after(
-    rows: Iterable[Record], count: int, flag: str, partition: int, batch_id: int
-) -> Iterator[Record]:
-    """The rows, failing (once per flag file) after ``count`` were handed out."""
-    for handed, row in enumerate(rows, start=1):
-        yield row
+    items: Iterable[T], count: int, flag: str, partition: int, batch_id: int
+) -> Iterator[T]:
+    """The items (a column of the rows), failing (once per flag file) after ``count``
+    were handed out."""
+    for handed, item in enumerate(items, start=1):
+        yield item
         if handed == count:
             _fail_once(flag, partition, batch_id)
 
@@ -388,9 +458,7 @@ def with_output_partition(frame: Any, partitions: int) -> Any:
     )
 
 
-def _record_headers(
-    headers: list[dict[str, Any]] | None,
-) -> list[tuple[str, str | bytes | None]] | None:
+def _record_headers(headers: list[dict[str, Any]] | None) -> Headers | None:
     """Arrow's header structs as the producer takes them (None: no headers)."""
     return [(h["key"], h["value"]) for h in headers] if headers else None
 
@@ -404,17 +472,39 @@ def shuffled_to_output_partitions(frame: Any, partitions: int) -> Any:
     return with_output_partition(frame, partitions).repartition(partitions, _spread(sql))
 
 
-def arrow_rows(batches: Iterable[Any]) -> Iterator[tuple[int, Any, Any, Any]]:
-    """(output partition, key, value, header structs) of each row of the Arrow batches
-    a task of ``shuffled_to_output_partitions`` hands to Python."""
+def arrow_runs(batches: Iterable[Any]) -> Iterator[RowRun]:
+    """The rows of the Arrow batches a task of ``shuffled_to_output_partitions`` hands
+    to Python, in runs of one output partition. The shuffle normally gives a task one
+    partition's rows, so a batch is looked at per column, not per row: one run when it
+    holds one partition, headers only when a row has any."""
+    import pyarrow.compute as pc
+
     for batch in batches:
-        yield from zip(
-            batch.column(PARTITION_COLUMN).to_pylist(),
-            batch.column("key").to_pylist(),
-            batch.column("value").to_pylist(),
-            batch.column("headers").to_pylist(),
-            strict=True,
+        if not batch.num_rows:
+            continue
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        header_column = batch.column("headers")
+        headers = (
+            [_record_headers(h) for h in header_column.to_pylist()]
+            if pc.max(pc.list_value_length(header_column)).as_py()
+            else None
         )
+        partitions = batch.column(PARTITION_COLUMN)
+        bounds = pc.min_max(partitions).as_py()
+        if bounds["min"] == bounds["max"]:
+            yield RowRun(bounds["min"], keys, values, headers)
+            continue
+        start = 0
+        for partition, run in itertools.groupby(partitions.to_pylist()):
+            end = start + sum(1 for _ in run)
+            yield RowRun(
+                partition,
+                keys[start:end],
+                values[start:end],
+                None if headers is None else headers[start:end],
+            )
+            start = end
 
 
 def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -430,10 +520,10 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
 
         writes: dict[int, PartitionWrite] = {}
         try:
-            for partition, run in itertools.groupby(arrow_rows(batches), key=lambda row: row[0]):
-                if partition not in writes:
-                    writes[partition] = PartitionWrite(target, batch_id, partition)
-                writes[partition].send((k, v, _record_headers(h)) for _, k, v, h in run)
+            for run in arrow_runs(batches):
+                if run.partition not in writes:
+                    writes[run.partition] = PartitionWrite(target, batch_id, run.partition)
+                writes[run.partition].send(run)
             written = {partition: write.commit() for partition, write in writes.items()}
         finally:
             for write in writes.values():
