@@ -23,7 +23,7 @@ from _harness import JSON_OVERHEAD, run_source
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.api import ExactlyOnceMode
-from onceflow.connectors.sequence import ENCODE_COMPACT
+from onceflow.connectors.sequence import StreamBodies
 from onceflow.eos.consume import end_offsets
 from onceflow.eos.offsets import ensure_topic
 
@@ -46,14 +46,14 @@ def raw_rate(bootstrap: str, mode: ExactlyOnceMode, records: int, size: int, bat
         producer.init_transactions(30)
     pad = "x" * max(0, size - JSON_OVERHEAD)
     streams = ("s0", "s1", "s2", "s3")
+    bodies = [StreamBodies(stream, pad) for stream in streams]
     started = time.perf_counter()
     for first in range(0, records, batch):
         if transactional:
             producer.begin_transaction()
         for n in range(first, min(first + batch, records)):
             stream = streams[n % 4]
-            body = {"stream": stream, "seq": n // 4 + 1, "pad": pad}
-            value = ENCODE_COMPACT(body).encode()
+            value = bodies[n % 4].value(n // 4 + 1)
             while True:
                 try:
                     producer.produce(topic, value, stream.encode())

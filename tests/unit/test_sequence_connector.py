@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onceflow.api.connector import TaskContext
-from onceflow.connectors.sequence import SequenceConnector, SequenceTask
+from onceflow.connectors.sequence import SequenceConnector, SequenceTask, StreamBodies
 from onceflow.eos.offsets import StoredOffsets, offset_value
 
 
@@ -73,3 +75,18 @@ def test_streams_are_bounded_so_planning_and_the_configmap_stay_small() -> None:
     assert connector.validate({"streams": 10000}) == []
     (problem,) = connector.validate({"streams": 10001})
     assert problem.field == "streams" and "at most 10000" in problem.message
+
+
+@given(
+    stream=st.text(max_size=8),
+    seq=st.integers(0, 2**63),
+    pad=st.integers(0, 40),
+)
+def test_record_values_are_the_bytes_json_makes_of_the_record(
+    stream: str, seq: int, pad: int
+) -> None:
+    body: dict[str, object] = {"stream": stream, "seq": seq}
+    if pad:
+        body["pad"] = "x" * pad
+    expected = json.dumps(body, separators=(",", ":")).encode()
+    assert StreamBodies(stream, "x" * pad).value(seq) == expected

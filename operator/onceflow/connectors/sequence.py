@@ -36,12 +36,28 @@ DEFAULTS: dict[str, Any] = {
 and demos can watch a pipeline mid-flight instead of after it finished."""
 
 
-# One encoder for every record: ``json.dumps`` with separators builds a new one per call.
+# One encoder: ``json.dumps`` with separators builds a new one per call.
 ENCODE_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def stream_name(index: int) -> str:
     return f"s{index}"
+
+
+class StreamBodies:
+    """One stream's record values, ``{"stream":"s0","seq":n,"pad":"xx"}`` (no pad when
+    it is empty), as compact JSON. Only the number changes from record to record: the
+    bytes around it are encoded once, by the JSON encoder itself, so each value is the
+    very bytes ``json`` makes of the dict, built at a fifteenth of the cost (0.35
+    against 5.4 us measured; at 100-byte records the encoder was a fifth of a task's
+    time)."""
+
+    def __init__(self, stream: str, pad: str) -> None:
+        self.head = ENCODE_COMPACT({"stream": stream})[:-1].encode() + b',"seq":'
+        self.tail = (',"pad":' + ENCODE_COMPACT(pad) if pad else "").encode() + b"}"
+
+    def value(self, seq: int) -> bytes:
+        return b"%b%d%b" % (self.head, seq, self.tail)
 
 
 class SequenceTask(SourceTask):
@@ -53,7 +69,10 @@ class SequenceTask(SourceTask):
         self.streams: list[str] = list(config["assigned"])
         self.limit: int | None = config["limit"]
         self.batch_size: int = config["batchSize"]
-        self.pad = "x" * int(config["padBytes"])
+        pad = "x" * int(config["padBytes"])
+        self.bodies = {stream: StreamBodies(stream, pad) for stream in self.streams}
+        # One partition dict per stream, shared by its records (never changed).
+        self.partitions = {stream: {"stream": stream} for stream in self.streams}
         self.poll_interval_s = int(config["pollIntervalMs"]) / 1000
         self.last_batch_at = float("-inf")
         self.next_seq = {}
@@ -80,11 +99,11 @@ class SequenceTask(SourceTask):
         return records
 
     def _record(self, stream: str, seq: int) -> SourceRecord:
-        body: dict[str, Any] = {"stream": stream, "seq": seq}
-        if self.pad:
-            body["pad"] = self.pad
         return SourceRecord(
-            {"stream": stream}, {"seq": seq}, ENCODE_COMPACT(body).encode(), stream.encode()
+            self.partitions[stream],
+            {"seq": seq},
+            self.bodies[stream].value(seq),
+            stream.encode(),
         )
 
 
