@@ -67,7 +67,7 @@ def test_disabled_task_never_resumes_from_an_aborted_offset(
     for first, last, finish in ((1, 10, writer.commit), (11, 20, writer.abort)):
         writer.begin()
         for seq in range(first, last + 1):
-            writer.send_record(_seq_record(seq), s.topic)
+            writer.send_records([_seq_record(seq)], s.topic)
         writer.send_offsets(s.offsets_topic, s.source, {key: ({"stream": "s0"}, {"seq": last})})
         writer.producer.flush(30)  # on the broker before the abort, as in a real commit
         finish()

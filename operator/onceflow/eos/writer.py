@@ -95,15 +95,18 @@ class _ProducingWriter:
     def __init__(self, producer: Producer) -> None:
         self.producer = producer
 
-    def send_record(self, record: SourceRecord, default_topic: str) -> None:
-        self._produce(
-            record.topic or default_topic,
-            record.key,
-            record.value,
-            record.headers,
-            record.timestamp_ms,
-            partition=-1 if record.partition is None else record.partition,
-        )
+    def send_records(self, records: Iterable[SourceRecord], default_topic: str) -> None:
+        """A source task's per-poll path: one call per record, names bound once."""
+        produce = self._produce
+        for record in records:
+            produce(
+                record.topic or default_topic,
+                record.key,
+                record.value,
+                record.headers,
+                record.timestamp_ms,
+                partition=-1 if record.partition is None else record.partition,
+            )
 
     def send(
         self,
@@ -272,11 +275,11 @@ class TransactionalWriter(_ProducingWriter):
             ),
         )
 
-    def send_record(self, record: SourceRecord, default_topic: str) -> None:
-        """The per-record path of source tasks: ``send``'s checks without its closure."""
+    def send_records(self, records: Iterable[SourceRecord], default_topic: str) -> None:
+        """The per-poll path of source tasks: ``send``'s checks once, not per record."""
         self._require(TxnState.IN_TRANSACTION)
         try:
-            super().send_record(record, default_topic)
+            super().send_records(records, default_topic)
         except KafkaException as error:
             raise self._fail(error, "produce") from error
 

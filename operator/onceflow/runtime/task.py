@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -90,15 +90,42 @@ class PendingBatch:
     def open(self) -> bool:
         return bool(self.records)
 
-    def add(self, key: bytes, record: SourceRecord) -> None:
-        """Adds ``record``; ``key`` is its partition's offset key."""
+    def add(self, records: list[SourceRecord], keys: OffsetKeys) -> None:
+        """Adds the records of one poll. Their partitions' offset keys are looked up
+        once per partition object: connectors share one object among a partition's
+        records, and while the records are held their objects' ids are their own."""
+        if not records:
+            return
         if not self.records:
             self.opened_at = time.monotonic()
-        self.records.append(record)
-        self.offsets[key] = (record.source_partition, record.source_offset)
+        self.records.extend(records)
+        offsets, key_of = self.offsets, keys.of
+        by_id: dict[int, bytes] = {}
+        for record in records:
+            partition = record.source_partition
+            key = by_id.get(id(partition))
+            if key is None:
+                key = by_id[id(partition)] = key_of(partition)
+            offsets[key] = (partition, record.source_offset)
 
     def age_ms(self) -> float:
         return (time.monotonic() - self.opened_at) * 1000 if self.records else 0.0
+
+
+def split_at_boundaries(
+    records: list[SourceRecord], after: dict[int, TransactionRequest]
+) -> Iterator[tuple[list[SourceRecord], TransactionRequest | None]]:
+    """A poll's records in pieces, each with the boundary the connector asked for
+    after its last record (``after``: requests by the id of that record); the rest,
+    perhaps empty, with None."""
+    start = 0
+    if after:
+        for i, record in enumerate(records):
+            request = after.get(id(record))
+            if request is not None:
+                yield records[start : i + 1], request
+                start = i + 1
+    yield records[start:], None
 
 
 class TaskRunner:
@@ -283,6 +310,13 @@ class TaskRunner:
             )
             batch = PendingBatch()
 
+        def write(records: list[SourceRecord]) -> None:
+            if records:
+                if not batch.open:
+                    writer.begin()
+                writer.send_records(records, s.topic)
+                batch.add(records, offset_keys)
+
         def act(request: TransactionRequest) -> None:
             if batch.open:
                 commit() if request.commit else abort()
@@ -291,19 +325,16 @@ class TaskRunner:
             records = task.poll()
             requests = txn.take() if txn else []
             after = {id(r.after): r for r in requests if r.after is not None}
-            if not after.keys() <= {id(r) for r in records}:
+            if after and not after.keys() <= {id(r) for r in records}:
                 raise ConnectorContractError(
                     "the connector asked to commit or abort after a record that is not in"
                     " the batch its poll() just returned; boundaries can only follow records"
                     " of the current batch"
                 )
-            for record in records:
-                if not batch.open:
-                    writer.begin()
-                writer.send_record(record, s.topic)
-                batch.add(offset_keys.of(record.source_partition), record)
-                if after and id(record) in after:
-                    act(after[id(record)])
+            for piece, request in split_at_boundaries(records, after):
+                write(piece)
+                if request is not None:
+                    act(request)
             for request in requests:
                 if request.after is None:
                     act(request)
@@ -346,10 +377,8 @@ class TaskRunner:
             while True:
                 stopping = self.stop.is_set()
                 records = [] if stopping else task.poll()
-                send, add, key_of, topic = writer.send_record, batch.add, offset_keys.of, s.topic
-                for record in records:  # the hot loop: names bound once per poll
-                    send(record, topic)
-                    add(key_of(record.source_partition), record)
+                writer.send_records(records, s.topic)
+                batch.add(records, offset_keys)
                 due = (time.monotonic() - last_flush) * 1000 >= s.offset_flush_interval_ms
                 if batch.open and (due or stopping):
                     started = time.monotonic()
