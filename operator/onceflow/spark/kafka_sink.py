@@ -155,7 +155,8 @@ class MarkerClients:
     @classmethod
     def open(cls, target: SinkTarget) -> MarkerClients:
         config = client_config(target.bootstrap, target.extra)
-        return cls(AdminClient(config), span_reader(target.bootstrap, target.extra))
+        reader = span_reader(target.bootstrap, target.extra, "read_committed", target.marker_topic)
+        return cls(AdminClient(config), reader)
 
 
 # Keyed by bootstrap servers and marker topic.
