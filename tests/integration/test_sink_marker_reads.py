@@ -17,8 +17,10 @@ from onceflow.spark.held_producers import HELD_PRODUCERS
 from onceflow.spark.kafka_sink import (
     MARKER_CLIENTS,
     MARKER_WINDOW,
+    SinkTarget,
     committed_marker,
     prepare_topics,
+    sink_admin,
     sink_target,
     write_partition,
 )
@@ -29,13 +31,17 @@ pytestmark = pytest.mark.kafka
 NEIGHBOUR_BATCHES = 300
 
 
+def _prepared(target: SinkTarget) -> SinkTarget:
+    return prepare_topics(target, sink_admin(target))
+
+
 def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
     kafka_bootstrap: str,
 ) -> None:
     job = f"markers-{uuid.uuid4().hex[:6]}"
     target = sink_target(kafka_bootstrap, {}, f"{job}-out", 4, "of", job)
     create_topic(kafka_bootstrap, target.marker_topic, 2)  # partitions p and p + 2 share one
-    target = prepare_topics(target)
+    target = prepare_topics(target, sink_admin(target))
     assert target.marker_partitions == 2
     target = dataclasses.replace(target, query="q1")
 
@@ -79,7 +85,7 @@ def test_marker_clients_are_kept_between_reads_and_fetch_nothing_in_between(
     Between reads its consumer holds no partition, so an idle worker fetches nothing."""
     job = f"kept-{uuid.uuid4().hex[:6]}"
     target = dataclasses.replace(
-        prepare_topics(sink_target(kafka_bootstrap, {}, f"{job}-out", 2, "of", job)), query="q"
+        _prepared(sink_target(kafka_bootstrap, {}, f"{job}-out", 2, "of", job)), query="q"
     )
     assert write_partition(target, 7, 1, _rows(7)) == 3
     assert committed_marker(target, 0) is None
@@ -104,7 +110,7 @@ def test_a_kept_producer_that_was_taken_over_is_dropped_before_it_writes(
     new producer, and a replay must still be skipped, with each batch's rows once."""
     job = f"held-{uuid.uuid4().hex[:6]}"
     target = dataclasses.replace(
-        prepare_topics(sink_target(kafka_bootstrap, {}, f"{job}-out", 1, "of", job)), query="q"
+        _prepared(sink_target(kafka_bootstrap, {}, f"{job}-out", 1, "of", job)), query="q"
     )
     tid = sink_transactional_id(target.prefix, job, 0)
 

@@ -12,6 +12,7 @@ from onceflow.eos.consume import read_to_end
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
     prepare_topics,
+    sink_admin,
     sink_target,
     with_output_partition,
 )
@@ -103,5 +104,6 @@ def test_fresh_sink_topics_report_their_partitions(kafka_bootstrap: str) -> None
     sink must wait for them (about one fresh topic in ten showed none here)."""
     for _ in range(10):
         name = f"fresh-{uuid.uuid4().hex[:6]}"
-        target = prepare_topics(sink_target(kafka_bootstrap, {}, name, 3, "test", name))
+        target = sink_target(kafka_bootstrap, {}, name, 3, "test", name)
+        target = prepare_topics(target, sink_admin(target))
         assert target.marker_partitions == 3

@@ -123,6 +123,7 @@ def read_to_end(
     partitions: Collection[int] | None = None,
     span: Mapping[int, tuple[int, int]] | None = None,
     consumer: Consumer | None = None,
+    admin: AdminClient | None = None,
 ) -> Iterator[Message]:
     """Every record readable at ``isolation`` up to the end offsets taken at the start,
     or, with ``span``, each partition's records in ``[start, end)`` of its span.
@@ -130,12 +131,13 @@ def read_to_end(
     ``consumer``: one the caller keeps between reads (made by ``span_reader`` with the
     same isolation); it is assigned for this read and unassigned after it, so it
     fetches nothing in between. Without it, a consumer is made and closed here.
+    ``admin``: the caller's client for the end offsets (see ``end_offsets``).
 
     Raises TimeoutError naming the partitions still held back (an open transaction of
     a live producer) when the end is not reached within ``timeout_s``.
     """
     if span is None:
-        found = end_offsets(bootstrap, topic, extra, partitions=partitions)
+        found = end_offsets(bootstrap, topic, extra, partitions=partitions, admin=admin)
         span = {p: (0, end) for p, end in found.items()}
     starts = {p: start for p, (start, end) in span.items() if end > start}
     ends = {p: span[p][1] for p in starts}

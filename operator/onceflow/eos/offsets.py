@@ -87,9 +87,13 @@ def ensure_topic(
     partitions: int = 1,
     config: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
+    admin: AdminClient | None = None,
 ) -> None:
-    """Creates ``topic`` unless it exists; an existing topic is left as it is."""
-    admin = AdminClient(client_config(bootstrap, extra))
+    """Creates ``topic`` unless it exists; an existing topic is left as it is.
+    ``admin``: a client the caller uses for its other steps too (each new one costs its
+    connections: about 50 ms against a local broker)."""
+    if admin is None:
+        admin = AdminClient(client_config(bootstrap, extra))
     brokers = len(cluster_metadata(admin).brokers)
     replicas = max(1, min(REPLICATION_FACTOR, brokers))
     spec = NewTopic(topic, partitions, replication_factor=replicas, config=dict(config or {}))
@@ -101,11 +105,14 @@ def ensure_topic(
 
 
 def ensure_offsets_topic(
-    bootstrap: str, topic: str, extra: Mapping[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    extra: Mapping[str, str] | None = None,
+    admin: AdminClient | None = None,
 ) -> None:
     """Creates the offsets topic, or checks that an existing one (created by hand, or
     by a tool's defaults) has one partition and compaction."""
-    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra)
+    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra, admin=admin)
     admin = AdminClient(client_config(bootstrap, extra))
     partitions = len(cluster_metadata(admin, topic).topics[topic].partitions)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
@@ -155,6 +162,7 @@ def read_offsets(
     extra: Mapping[str, str] | None = None,
     isolation: str = "read_committed",
     timeout_s: float = 120,
+    admin: AdminClient | None = None,
 ) -> StoredOffsets:
     """The last committed offset of every partition of ``owner``; tombstones delete.
     ``legacy_owner``: the key's first element before it named the namespace."""
@@ -162,7 +170,7 @@ def read_offsets(
     if legacy_owner is not None:
         found[legacy_owner] = {}
     for message in read_to_end(
-        bootstrap, topic, extra=extra, isolation=isolation, timeout_s=timeout_s
+        bootstrap, topic, extra=extra, isolation=isolation, timeout_s=timeout_s, admin=admin
     ):
         key = json.loads(message.key() or b"null")
         if not (isinstance(key, list) and len(key) == 2 and key[0] in found):

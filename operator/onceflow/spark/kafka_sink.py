@@ -95,8 +95,7 @@ class SinkTopicError(ValueError):
 METADATA_WAIT_S = 30.0
 
 
-def _partition_count(target: SinkTarget, topic: str) -> int:
-    admin = AdminClient(client_config(target.bootstrap, target.extra))
+def _partition_count(admin: AdminClient, topic: str) -> int:
     deadline = time.monotonic() + METADATA_WAIT_S
     while True:
         found = len(cluster_metadata(admin, topic).topics[topic].partitions)
@@ -105,12 +104,19 @@ def _partition_count(target: SinkTarget, topic: str) -> int:
         time.sleep(0.1)
 
 
-def prepare_topics(target: SinkTarget) -> SinkTarget:
+def sink_admin(target: SinkTarget) -> AdminClient:
+    """The driver's one admin client for a sink's topics and markers: each new client
+    costs its connections (about 50 ms against a local broker), and a driver's start
+    asked five of them."""
+    return AdminClient(client_config(target.bootstrap, target.extra))
+
+
+def prepare_topics(target: SinkTarget, admin: AdminClient) -> SinkTarget:
     """Creates the output and marker topics, or checks an existing output topic; returns
     the target with the marker topic's partition count (kept from its first layout:
     markers are addressed by key, so a re-partition needs no new marker topic)."""
-    ensure_topic(target.bootstrap, target.topic, partitions=target.partitions, extra=target.extra)
-    found = _partition_count(target, target.topic)
+    ensure_topic(target.bootstrap, target.topic, partitions=target.partitions, admin=admin)
+    found = _partition_count(admin, target.topic)
     if found != target.partitions:
         raise SinkTopicError(
             f"spec.sink.kafka.partitions: topic {target.topic!r} has {found} partitions, "
@@ -121,10 +127,10 @@ def prepare_topics(target: SinkTarget) -> SinkTarget:
         target.marker_topic,
         partitions=target.partitions,
         config=MARKER_TOPIC_CONFIG,
-        extra=target.extra,
+        admin=admin,
     )
     return dataclasses.replace(
-        target, marker_partitions=_partition_count(target, target.marker_topic)
+        target, marker_partitions=_partition_count(admin, target.marker_topic)
     )
 
 
@@ -207,15 +213,16 @@ def _last_marker(target: SinkTarget, partition: int, clients: MarkerClients) -> 
     return None
 
 
-def committed_markers(target: SinkTarget) -> list[SinkMarker]:
+def committed_markers(target: SinkTarget, admin: AdminClient) -> list[SinkMarker]:
     """The last marker of every output partition this job ever wrote under the target's
     prefix, any layout (none when that prefix's marker topic does not exist)."""
-    admin = AdminClient(client_config(target.bootstrap, target.extra))
     if target.marker_topic not in cluster_metadata(admin).topics:
         return []
     own = sink_transactional_id_stem(target.prefix, target.job).encode()
     last: dict[bytes, SinkMarker] = {}
-    for message in read_to_end(target.bootstrap, target.marker_topic, extra=target.extra):
+    for message in read_to_end(
+        target.bootstrap, target.marker_topic, extra=target.extra, admin=admin
+    ):
         key, value = message.key() or b"", message.value()
         if key.startswith(own) and value:
             last[key] = SinkMarker.decode(value)
@@ -537,7 +544,7 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
     return write
 
 
-def where_batch_started(target: SinkTarget, batch_id: int) -> SinkTarget:
+def where_batch_started(target: SinkTarget, batch_id: int, admin: AdminClient) -> SinkTarget:
     """The target a driver's first batch must be written to. Only that batch can be one
     an earlier driver left in flight, perhaps in another layout or under the ids of a
     prefix since renamed: it is finished where it started (the supervisor fenced those
@@ -545,12 +552,12 @@ def where_batch_started(target: SinkTarget, batch_id: int) -> SinkTarget:
     for candidate in (target, target.renamed_from()):
         if candidate is None:
             continue
-        layout = started_layout(committed_markers(candidate), target.query, batch_id)
+        layout = started_layout(committed_markers(candidate, admin), target.query, batch_id)
         if layout is not None:
             started = dataclasses.replace(
                 candidate, topic=layout.topic, partitions=layout.partitions
             )
-            return prepare_topics(started) if candidate is not target else started
+            return prepare_topics(started, admin) if candidate is not target else started
     return target
 
 
@@ -560,7 +567,8 @@ class ExactlyOnceKafkaSink:
     batch marker in one transaction."""
 
     def __init__(self, target: SinkTarget) -> None:
-        self.target = prepare_topics(target)
+        self.admin = sink_admin(target)
+        self.target = prepare_topics(target, self.admin)
         self.query = QueryIdentity()
         self.first_batch = True
 
@@ -568,7 +576,7 @@ class ExactlyOnceKafkaSink:
         target = dataclasses.replace(self.target, query=self.query.wait())
         if self.first_batch:
             self.first_batch = False
-            target = where_batch_started(target, batch_id)
+            target = where_batch_started(target, batch_id, self.admin)
         grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
             grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
