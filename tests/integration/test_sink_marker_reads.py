@@ -10,6 +10,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from onceflow.eos.clients import admin_client
 from onceflow.eos.writer import Record, TxnState
 from onceflow.logic.sink_markers import SinkMarker
 from onceflow.model.spark_names import sink_transactional_id
@@ -20,7 +21,6 @@ from onceflow.spark.kafka_sink import (
     SinkTarget,
     committed_marker,
     prepare_topics,
-    sink_admin,
     sink_target,
     write_partition,
 )
@@ -32,7 +32,7 @@ NEIGHBOUR_BATCHES = 300
 
 
 def _prepared(target: SinkTarget) -> SinkTarget:
-    return prepare_topics(target, sink_admin(target))
+    return prepare_topics(target, admin_client(target.bootstrap, target.extra))
 
 
 def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
@@ -41,7 +41,7 @@ def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
     job = f"markers-{uuid.uuid4().hex[:6]}"
     target = sink_target(kafka_bootstrap, {}, f"{job}-out", 4, "of", job)
     create_topic(kafka_bootstrap, target.marker_topic, 2)  # partitions p and p + 2 share one
-    target = prepare_topics(target, sink_admin(target))
+    target = prepare_topics(target, admin_client(target.bootstrap, target.extra))
     assert target.marker_partitions == 2
     target = dataclasses.replace(target, query="q1")
 
@@ -80,9 +80,9 @@ def test_the_last_marker_is_found_behind_many_others_and_aborted_ones(
 def test_marker_clients_are_kept_between_reads_and_fetch_nothing_in_between(
     kafka_bootstrap: str,
 ) -> None:
-    """A worker reads markers with one kept pair of clients: the reads above went
-    through it, one after the other, for partitions sharing a marker partition and not.
-    Between reads its consumer holds no partition, so an idle worker fetches nothing."""
+    """A worker reads markers with one kept pair of clients, one read after the other,
+    whichever partition it reads. Between reads its consumer holds no partition, so an
+    idle worker fetches nothing."""
     job = f"kept-{uuid.uuid4().hex[:6]}"
     target = dataclasses.replace(
         _prepared(sink_target(kafka_bootstrap, {}, f"{job}-out", 2, "of", job)), query="q"

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 
+from onceflow.eos.clients import admin_client
 from onceflow.eos.consume import read_to_end
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
     prepare_topics,
-    sink_admin,
     sink_target,
     with_output_partition,
 )
@@ -105,5 +105,5 @@ def test_fresh_sink_topics_report_their_partitions(kafka_bootstrap: str) -> None
     for _ in range(10):
         name = f"fresh-{uuid.uuid4().hex[:6]}"
         target = sink_target(kafka_bootstrap, {}, name, 3, "test", name)
-        target = prepare_topics(target, sink_admin(target))
+        target = prepare_topics(target, admin_client(target.bootstrap, target.extra))
         assert target.marker_partitions == 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Generator, Mapping
 
 from confluent_kafka import (
     Consumer,
@@ -124,7 +124,7 @@ def read_to_end(
     span: Mapping[int, tuple[int, int]] | None = None,
     consumer: Consumer | None = None,
     admin: AdminClient | None = None,
-) -> Iterator[Message]:
+) -> Generator[Message, None, None]:
     """Every record readable at ``isolation`` up to the end offsets taken at the start,
     or, with ``span``, each partition's records in ``[start, end)`` of its span.
 
@@ -144,13 +144,17 @@ def read_to_end(
     if not ends:
         return
     kept = consumer is not None
-    reader = consumer if consumer is not None else span_reader(bootstrap, extra, isolation, topic)
+    deadline = time.monotonic() + timeout_s
+    if consumer is None:
+        reader = span_reader(bootstrap, extra, isolation, topic, timeout_s)
+    else:
+        reader = consumer
+        _wait_positions_forgotten(reader, topic, ends, deadline)
     try:
         # An absolute offset starts fetching at once; a logical one (BEGINNING) waits for
         # a timed offset query (~0.5 s) when the leader is not known yet. A log that no
         # longer starts at 0 is reset to its earliest offset by auto.offset.reset.
         reader.assign([TopicPartition(topic, p, starts[p]) for p in ends])
-        deadline = time.monotonic() + timeout_s
         remaining = dict(ends)
         wait = FIRST_POLL_S
         while remaining:
@@ -166,10 +170,8 @@ def read_to_end(
                 )
             message = reader.poll(wait)
             wait = FIRST_POLL_S if message is not None else min(POLL_S, wait * 2)
-            if message is not None and message.error() is None:
-                offset, partition = message.offset(), message.partition()
-                if offset is not None and partition is not None and offset < ends[partition]:
-                    yield message
+            if message is not None and _in_span(message, topic, starts, ends):
+                yield message
             for tp in reader.position([TopicPartition(topic, p) for p in remaining]):
                 if tp.offset >= remaining[tp.partition]:
                     del remaining[tp.partition]
@@ -178,6 +180,33 @@ def read_to_end(
             reader.unassign()
         else:
             reader.close()
+
+
+def _in_span(message: Message, topic: str, starts: dict[int, int], ends: dict[int, int]) -> bool:
+    """A record of the span being read (a kept consumer's earlier reads never count)."""
+    offset, partition = message.offset(), message.partition()
+    return (
+        message.error() is None
+        and message.topic() == topic
+        and partition in ends
+        and offset is not None
+        and starts[partition] <= offset < ends[partition]
+    )
+
+
+def _wait_positions_forgotten(
+    consumer: Consumer, topic: str, partitions: Collection[int], deadline: float
+) -> None:
+    """A kept consumer's position of a partition it read before is reset only when its
+    broker thread has stopped that fetch, a moment after ``unassign`` (0.3 ms seen).
+    Until then it shows the last read's end: a read of an earlier span (a marker
+    window further back) would take it for its own end and stop before reading
+    anything. So a read starts once no partition it reads has a position."""
+    asked = [TopicPartition(topic, p) for p in partitions]
+    while any(tp.offset >= 0 for tp in consumer.position(asked)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"a kept consumer of {topic!r} never let go of {sorted(partitions)}")
+        time.sleep(FIRST_POLL_S / 10)
 
 
 def span_reader(

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
-from onceflow.eos.clients import client_config, cluster_metadata
+from onceflow.eos.clients import admin_client, client_config, cluster_metadata
 from onceflow.eos.consume import read_to_end
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def ensure_topic(
     ``admin``: a client the caller uses for its other steps too (each new one costs its
     connections: about 50 ms against a local broker)."""
     if admin is None:
-        admin = AdminClient(client_config(bootstrap, extra))
+        admin = admin_client(bootstrap, extra)
     brokers = len(cluster_metadata(admin).brokers)
     replicas = max(1, min(REPLICATION_FACTOR, brokers))
     spec = NewTopic(topic, partitions, replication_factor=replicas, config=dict(config or {}))
@@ -112,8 +112,9 @@ def ensure_offsets_topic(
 ) -> None:
     """Creates the offsets topic, or checks that an existing one (created by hand, or
     by a tool's defaults) has one partition and compaction."""
-    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, extra=extra, admin=admin)
-    admin = AdminClient(client_config(bootstrap, extra))
+    if admin is None:
+        admin = admin_client(bootstrap, extra)
+    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, admin=admin)
     partitions = len(cluster_metadata(admin, topic).topics[topic].partitions)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:

@@ -45,9 +45,11 @@ is connected only after a 50 ms hold-off (half of reconnect.backoff.ms), and som
 only after the coordinator query's 500 ms retry: measured on one id initialised again
 and again, 63 ms per initialisation sparse, 10 ms eager (and no 500 ms outliers). A
 Spark sink initialises a partition's producer again whenever the partition moves to
-another Python worker. The price is a connection to each broker per producer, which
-a producer writing to many partitions opens anyway; a pipeline's auth Secret can set
-the key back (``tenants.kafkaSecretKeys``) on a cluster of very many brokers."""
+another Python worker; a source task once per start, which a rollout waits for. The
+price is a connection to each broker per producer: a source task's producer writes to
+every partition of its topic and opens most of them anyway, a sink's (one partition)
+opens them for nothing. A pipeline's auth Secret can set the key back
+(``tenants.kafkaSecretKeys``) on a cluster of very many brokers."""
 
 
 JAVA_PARTITIONER = "murmur2_random"

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
-
 from onceflow.api.connector import (
     ConnectorError,
     RecordingTransactionContext,
@@ -37,7 +35,7 @@ from onceflow.api.connector import (
 )
 from onceflow.api.source import TransactionBoundary
 from onceflow.api.task import TaskSettings
-from onceflow.eos.clients import client_config, mounted_secret
+from onceflow.eos.clients import admin_client, mounted_secret
 from onceflow.eos.offsets import (
     OffsetKeys,
     OffsetsTopicError,
@@ -186,11 +184,11 @@ class TaskRunner:
 
     def _read_offsets(self) -> StoredOffsets:
         s = self.settings
-        admin = AdminClient(client_config(s.bootstrap_servers, s.kafka_config))
+        admin = admin_client(s.bootstrap_servers, s.kafka_config)
         # Like Connect's topic.creation: the output topic is created if missing (the
         # broker's partition count), so tasks never depend on broker-side auto-creation.
         ensure_topic(s.bootstrap_servers, s.topic, partitions=-1, admin=admin)
-        ensure_offsets_topic(s.bootstrap_servers, s.offsets_topic, admin=admin)
+        ensure_offsets_topic(s.bootstrap_servers, s.offsets_topic, s.kafka_config, admin=admin)
         return read_offsets(
             s.bootstrap_servers,
             s.offsets_topic,

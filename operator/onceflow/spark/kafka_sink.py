@@ -12,6 +12,7 @@ puts every row where the first attempt did.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import time
@@ -23,7 +24,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
-from onceflow.eos.clients import client_config, cluster_metadata
+from onceflow.eos.clients import admin_client, cluster_metadata
 from onceflow.eos.consume import end_offsets, read_to_end, span_reader
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import (
@@ -104,13 +105,6 @@ def _partition_count(admin: AdminClient, topic: str) -> int:
         time.sleep(0.1)
 
 
-def sink_admin(target: SinkTarget) -> AdminClient:
-    """The driver's one admin client for a sink's topics and markers: each new client
-    costs its connections (about 50 ms against a local broker), and a driver's start
-    asked five of them."""
-    return AdminClient(client_config(target.bootstrap, target.extra))
-
-
 def prepare_topics(target: SinkTarget, admin: AdminClient) -> SinkTarget:
     """Creates the output and marker topics, or checks an existing output topic; returns
     the target with the marker topic's partition count (kept from its first layout:
@@ -160,9 +154,9 @@ class MarkerClients:
 
     @classmethod
     def open(cls, target: SinkTarget) -> MarkerClients:
-        config = client_config(target.bootstrap, target.extra)
+        admin = admin_client(target.bootstrap, target.extra)
         reader = span_reader(target.bootstrap, target.extra, "read_committed", target.marker_topic)
-        return cls(AdminClient(config), reader)
+        return cls(admin, reader)
 
 
 # Keyed by bootstrap servers and marker topic.
@@ -171,9 +165,9 @@ MARKER_CLIENTS: KeptBetweenBatches[MarkerClients] = KeptBetweenBatches()
 
 def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
     """The last marker committed to ``partition`` (None if none yet)."""
-    clients = MARKER_CLIENTS.take(target.bootstrap, target.marker_topic) or MarkerClients.open(
-        target
-    )
+    clients = MARKER_CLIENTS.take(target.bootstrap, target.marker_topic)
+    if clients is None:
+        clients = MarkerClients.open(target)
     try:
         found = _last_marker(target, partition, clients)
     except BaseException:
@@ -197,16 +191,18 @@ def _last_marker(target: SinkTarget, partition: int, clients: MarkerClients) -> 
     while upto > 0:
         start = max(0, upto - window)
         found, last = False, None
-        for message in read_to_end(
+        read = read_to_end(
             target.bootstrap,
             target.marker_topic,
             extra=target.extra,
             span={where: (start, upto)},
             consumer=clients.consumer,
-        ):
-            if message.key() in keys:
-                value = message.value()
-                found, last = True, SinkMarker.decode(value) if value else None
+        )
+        with contextlib.closing(read):  # lets go of the partition even if decoding fails
+            for message in read:
+                if message.key() in keys:
+                    value = message.value()
+                    found, last = True, SinkMarker.decode(value) if value else None
         if found:
             return last
         upto, window = start, window * 4
@@ -567,16 +563,16 @@ class ExactlyOnceKafkaSink:
     batch marker in one transaction."""
 
     def __init__(self, target: SinkTarget) -> None:
-        self.admin = sink_admin(target)
+        self.admin: AdminClient | None = admin_client(target.bootstrap, target.extra)
+        """Until the first batch: the topics and the batch an earlier driver left."""
         self.target = prepare_topics(target, self.admin)
         self.query = QueryIdentity()
-        self.first_batch = True
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         target = dataclasses.replace(self.target, query=self.query.wait())
-        if self.first_batch:
-            self.first_batch = False
+        if self.admin is not None:
             target = where_batch_started(target, batch_id, self.admin)
+            self.admin = None
         grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
             grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
