@@ -22,7 +22,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from onceflow.eos.clients import client_config, cluster_metadata
+from onceflow.eos.clients import admin_client, client_config, cluster_metadata
 
 # Short: the loop ends on the position, which moves past control records without
 # delivering a message, so a long poll would only wait for nothing. A read's polls
@@ -78,7 +78,7 @@ def end_offsets(
     costs its connections, tens of milliseconds)."""
     deadline = time.monotonic() + timeout_s
     if admin is None:  # not `or`: a client with nothing queued is falsy (__len__)
-        admin = AdminClient(client_config(bootstrap, extra))
+        admin = admin_client(bootstrap, extra)
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     pending = None if partitions is None else set(partitions)
     found: dict[int, int] = {}
