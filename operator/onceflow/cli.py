@@ -52,9 +52,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         supervisor.run(stop)
     except (InvalidResourceError, StateDirLockedError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_refusal(error), file=sys.stderr)
         return 1
     return 0
+
+
+def _refusal(error: Exception) -> str:
+    """``run`` and ``render`` refuse manifests in the same words: one problem a line
+    when there are several (a manifest set can have many, each naming its resource)."""
+    if isinstance(error, InvalidResourceError) and len(error.problems) > 1:
+        return "\n  ".join([f"error: {error.resource} is invalid:", *map(str, error.problems)])
+    return f"error: {error}"
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -148,7 +156,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     try:
         objects = render_resources(parse_resources(documents), args.generation, args.image)
     except InvalidResourceError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_refusal(error), file=sys.stderr)
         return 1
     print(yaml.dump_all(objects, Dumper=block_text_dumper(yaml), sort_keys=False), end="")
     return 0

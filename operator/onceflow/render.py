@@ -9,9 +9,13 @@ from importlib.metadata import version
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, Resource
+from onceflow.api.errors import Problem, labelled
+from onceflow.api.manifests import MANIFESTS, ResourceRef
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import KubernetesAuthority
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source, resolve_spark_job
+from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.model.objects import (
     DEFAULT_TASK_IMAGE,
     KAFKA_SECRET_MOUNT,
@@ -37,35 +41,46 @@ def render_source(
         kafka_config_dir=KAFKA_SECRET_MOUNT if secret else None,
     )
     if isinstance(desired, list):
-        raise InvalidResourceError(f"KafkaSource {source.metadata.name!r}", desired)
+        raise InvalidResourceError(ResourceRef.of(source).label, desired)
     authority = KubernetesAuthority(namespace=source.metadata.namespace, name=source.metadata.name)
     settings = desired.settings(generation, authority, metrics_port=METRICS_PORT)
     pods = [task_pod(source, s, image, secret.name if secret else None) for s in settings]
     return [generation_configmap(source, settings), *pods]
 
 
+def render_spark_job(job: SparkJob, found: ResourceSet, image: str) -> list[dict[str, Any]]:
+    settings = resolve_spark_job(
+        job, found.pipeline_of(job), found.source_topics(job), where=IN_MANIFESTS
+    )
+    if isinstance(settings, list):
+        raise InvalidResourceError(ResourceRef.of(job).label, settings)
+    return [
+        job_configmap(job, settings),
+        submission_of(job).render(job, settings, image, version("pyspark")),
+    ]
+
+
 def render_resources(
     resources: Sequence[Resource], generation: int = 1, image: str = DEFAULT_TASK_IMAGE
 ) -> list[dict[str, Any]]:
-    """Objects for every KafkaSource and SparkJob, in the pipeline's target mode."""
-    pipelines = {
-        (r.metadata.namespace, r.metadata.name): r for r in resources if isinstance(r, Pipeline)
-    }
-    sources = [r for r in resources if isinstance(r, KafkaSource)]
+    """Objects for every KafkaSource and SparkJob, in the pipeline's target mode; or
+    one error with every problem of every resource, as ``onceflow run`` reports them."""
+    found = ResourceSet.of(resources)
     objects: list[dict[str, Any]] = []
-    for namespace in sorted({s.metadata.namespace for s in sources}):
+    for namespace in sorted({namespace for namespace, _ in found.sources}):
         objects += task_rbac(namespace)
-    for source in sources:
-        pipeline = pipelines.get((source.metadata.namespace, source.spec.pipeline))
-        objects += render_source(source, pipeline, generation, image)
-    topics = {s.metadata.name: s.spec.topic for s in sources}
-    for job in (r for r in resources if isinstance(r, SparkJob)):
-        pipeline = pipelines.get((job.metadata.namespace, job.spec.pipeline))
-        settings = resolve_spark_job(job, pipeline, topics, where=IN_MANIFESTS)
-        if isinstance(settings, list):
-            raise InvalidResourceError(f"SparkJob {job.metadata.name!r}", settings)
-        objects += [
-            job_configmap(job, settings),
-            submission_of(job).render(job, settings, image, version("pyspark")),
-        ]
+    problems: list[Problem] = []
+    for source in found.sources.values():
+        try:
+            objects += render_source(source, found.pipeline_of(source), generation, image)
+        except InvalidResourceError as error:
+            problems += labelled(error.resource, error.problems)
+    for job in found.spark_jobs.values():
+        try:
+            objects += render_spark_job(job, found, image)
+        except InvalidResourceError as error:
+            problems += labelled(error.resource, error.problems)
+    problems += manifest_problems(resources)
+    if problems:
+        raise InvalidResourceError(MANIFESTS, problems)
     return objects

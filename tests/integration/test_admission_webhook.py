@@ -185,36 +185,52 @@ def test_enabling_a_pipeline_with_an_at_least_once_job_is_refused(webhook: Clust
     assert "spec.exactlyOnce: enabled needs exactly-once sinks" in result.stderr
 
 
-def test_a_second_pipeline_with_the_same_prefix_is_refused(webhook: Cluster) -> None:
-    """Same-named workloads of two Pipelines sharing a prefix would get the same
-    transactional ids (and offsets topics): refused before it is stored."""
-    # Unique per run: prefixes are compared across namespaces, and a reused test bed
-    # keeps earlier runs' namespaces.
-    shared = f"shared-{uuid.uuid4().hex[:6]}"
-    first = {**_pipeline("disabled"), "metadata": {"name": "first"}}
-    first["spec"] = {**first["spec"], "transactionalIdPrefix": shared}
-    webhook.create("pipelines", first)
-    second = {
-        **first,
-        "metadata": {"name": "second"},
-        "apiVersion": "onceflow.io/v1alpha1",
-    }
+def test_a_second_writer_of_a_topic_is_refused_naming_both(webhook: Cluster) -> None:
+    """Two sources writing one topic mix their records (the audit sees duplicates no
+    fault caused); a job whose sink is its own input feeds on itself for ever. Both are
+    refused before they are stored, naming the other resource and the field."""
+    topic = f"owned-{uuid.uuid4().hex[:6]}"
+    first = _source(topic=topic)
+    first["metadata"] = {"name": "first-writer"}
+    webhook.create("kafkasources", {k: v for k, v in first.items() if k != "apiVersion"})
+    second = _source(topic=topic)
+    second["metadata"] = {"name": "second-writer"}
     result = _apply(webhook, second)
-    assert result.returncode != 0
-    assert f"spec.transactionalIdPrefix: '{shared}' is already the prefix of Pipeline" in (
-        result.stderr
-    )
+    assert result.returncode != 0, result.stdout
+    assert (
+        f"spec.topic: topic '{topic}' is also the output topic of KafkaSource 'first-writer'"
+    ) in result.stderr
+    loop = _job("exactlyOnce", input={"topics": [topic, "loop-out"]})
+    loop["spec"]["sink"]["kafka"]["topic"] = "loop-out"
+    result = _apply(webhook, loop)
+    assert result.returncode != 0, result.stdout
+    assert "spec.sink.kafka.topic: topic 'loop-out' is also this job's input" in result.stderr
 
 
-def test_a_prefix_used_in_another_namespace_is_refused(
+def test_a_topic_or_prefix_of_another_namespace_is_refused_without_naming_it(
     webhook: Cluster, elsewhere: Cluster
 ) -> None:
-    """Kafka knows no namespaces: the same explicit prefix in two watched namespaces
-    gives same-named workloads the same transactional ids."""
-    first = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
-    first["spec"] = {**first["spec"], "transactionalIdPrefix": f"across-{uuid.uuid4().hex[:6]}"}
-    elsewhere.create("pipelines", first)
-    mine = {**first, "apiVersion": "onceflow.io/v1alpha1"}
-    result = _apply(webhook, mine)
-    assert result.returncode != 0
-    assert f"in namespace {elsewhere.namespace!r}" in result.stderr
+    """Kafka knows no namespaces: another tenant's offsets topic or transactional-id
+    prefix on the same cluster is refused, and the message does not tell this tenant
+    whose it is."""
+    prefix = f"across-{uuid.uuid4().hex[:6]}"
+    theirs = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
+    theirs["spec"] = {**theirs["spec"], "transactionalIdPrefix": prefix}
+    elsewhere.create("pipelines", theirs)
+    elsewhere.create(
+        "kafkasources",
+        {k: v for k, v in _source(topic=f"{prefix}.records").items() if k != "apiVersion"},
+    )
+    into_their_offsets = _source(topic=f"{prefix}-src-offsets")
+    into_their_offsets["metadata"] = {"name": "intruder"}
+    result = _apply(webhook, into_their_offsets)
+    assert result.returncode != 0, result.stdout
+    assert f"topic '{prefix}-src-offsets' belongs to another namespace" in result.stderr
+    same_prefix = {**theirs, "apiVersion": "onceflow.io/v1alpha1", "metadata": {"name": "mine"}}
+    result = _apply(webhook, same_prefix)
+    assert result.returncode != 0, result.stdout
+    assert f"'{prefix}' is also the transactional-id prefix of a Pipeline of another" in (
+        result.stderr
+    )
+    for verdict in (result.stderr, _apply(webhook, into_their_offsets).stderr):
+        assert elsewhere.namespace not in verdict, verdict

@@ -240,8 +240,9 @@ def test_a_pod_create_rbac_refuses_is_degraded_naming_the_missing_right(
 
 
 def _the_webhook_judges_with_these_rights(as_operator: str, watched: str) -> None:
-    """The webhook's checks as the operator's account: a Pipeline's prefix is compared
-    with the other Pipelines it can see (the watched namespaces), never cluster-wide."""
+    """The webhook's checks as the operator's account: the topic graph is judged over
+    the Pipelines, sources and jobs it can list (the watched namespaces), never
+    cluster-wide."""
     kube = KubeClient(load_config(as_operator), (watched,))
     document = {
         "apiVersion": "onceflow.io/v1alpha1",
@@ -250,7 +251,8 @@ def _the_webhook_judges_with_these_rights(as_operator: str, watched: str) -> Non
         "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9"}, "transactionalIdPrefix": "lp-2"},
     }
     assert review(document, kube.get, kube.list_objects).allowed
-    # The prefix Pipeline "orders" of this namespace has by default.
-    document["spec"]["transactionalIdPrefix"] = f"{watched}.orders"
-    verdict = review(document, kube.get, kube.list_objects)
-    assert not verdict.allowed and "transactionalIdPrefix" in verdict.message, verdict
+    job = _job(partitions=2)
+    job["metadata"] |= {"name": "loop", "namespace": watched}
+    job["spec"]["sink"]["kafka"]["topic"] = job["spec"]["input"]["topics"][0]
+    verdict = review({"apiVersion": "onceflow.io/v1alpha1", **job}, kube.get, kube.list_objects)
+    assert not verdict.allowed and "is also this job's input" in verdict.message, verdict

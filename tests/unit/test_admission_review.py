@@ -81,30 +81,66 @@ def test_unknown_connector_is_rejected_with_the_field() -> None:
     assert verdict.message.startswith("spec.connector.type: unknown connector 'nope'")
 
 
-def test_a_prefix_another_pipeline_uses_is_rejected_naming_the_field() -> None:
-    def pipeline(name: str, prefix: str | None, namespace: str = "ns") -> dict[str, Any]:
-        spec: dict[str, Any] = {"kafka": {"bootstrapServers": "k:9092"}}
-        if prefix:
-            spec["transactionalIdPrefix"] = prefix
-        return {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "Pipeline",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": spec,
-        }
+def _pipeline(name: str, prefix: str | None, namespace: str = "ns") -> dict[str, Any]:
+    spec: dict[str, Any] = {"kafka": {"bootstrapServers": "k:9092"}}
+    if prefix:
+        spec["transactionalIdPrefix"] = prefix
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
+
+def _stored(*documents: dict[str, Any]) -> Any:
+    """A listing over ``documents``: every namespace's for "" (cluster-wide)."""
+
+    def listing(plural: str, namespace: str) -> list[dict[str, Any]]:
+        kinds = {"pipelines": "Pipeline", "kafkasources": "KafkaSource", "sparkjobs": "SparkJob"}
+        return [
+            d
+            for d in documents
+            if d["kind"] == kinds[plural] and namespace in ("", d["metadata"]["namespace"])
+        ]
+
+    return listing
+
+
+def test_a_prefix_of_another_namespace_on_the_cluster_is_rejected_without_naming_it() -> None:
     # The first one's prefix is the default, ns.orders.
-    stored = [pipeline("orders", None), pipeline("orders", "eu", namespace="other")]
+    listing = _stored(_pipeline("orders", None), _pipeline("orders", "eu", namespace="tenant-b"))
+    across = review(_pipeline("orders-eu", "eu"), lookup, listing)
+    assert across.message.startswith(
+        "spec.transactionalIdPrefix: 'eu' is also the transactional-id prefix of a Pipeline of "
+        "another namespace"
+    ), across
+    assert "tenant-b" not in across.message
+    # Names are unique per kind in a namespace, so its ids cannot collide there.
+    assert review(_pipeline("orders-eu", "ns.orders"), lookup, listing).allowed
+    assert review(_pipeline("orders", None), lookup, listing).allowed, "itself, on update"
+    assert review(_pipeline("orders", "eu", namespace="tenant-b"), lookup, listing).allowed
+    elsewhere = _pipeline("orders-eu", "eu")
+    elsewhere["spec"]["kafka"]["bootstrapServers"] = "another-cluster:9092"
+    assert review(elsewhere, lookup, listing).allowed, "ids are unique per Kafka cluster"
 
-    def pipelines(plural: str, namespace: str) -> list[dict[str, Any]]:
-        """Every namespace's Pipelines for "" (the cluster-wide listing)."""
-        found = stored if plural == "pipelines" else []
-        return [p for p in found if namespace in ("", p["metadata"]["namespace"])]
 
-    verdict = review(pipeline("orders-eu", "ns.orders"), lookup, pipelines)
-    assert verdict.message.startswith("spec.transactionalIdPrefix: 'ns.orders' is already")
-    assert review(pipeline("orders", None), lookup, pipelines).allowed, "itself, on update"
-    assert review(pipeline("orders-eu", None), lookup, pipelines).allowed
-    across = review(pipeline("orders-eu", "eu"), lookup, pipelines)
-    assert "already the prefix of Pipeline 'orders' in namespace 'other'" in across.message
-    assert review(pipeline("orders", "eu", namespace="other"), lookup, pipelines).allowed
+def test_a_pipeline_change_is_refused_for_what_it_does_to_its_workloads() -> None:
+    """A new bootstrap moves every topic of the Pipeline's workloads onto a cluster
+    where another namespace's source already writes one of them."""
+    theirs = _pipeline("orders", None, namespace="other")
+    source = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "spec": {"pipeline": "orders", "topic": "orders.raw", "connector": {"type": "sequence"}},
+    }
+    listing = _stored(
+        theirs,
+        {**source, "metadata": {"name": "src", "namespace": "other"}},
+        _pipeline("orders", None),
+        {**source, "metadata": {"name": "src", "namespace": "ns"}},
+    )
+    moved = _pipeline("orders", None)
+    assert review(moved, lookup, listing).problems, "both write orders.raw on k:9092"
+    moved["spec"]["kafka"]["bootstrapServers"] = "another-cluster:9092"
+    assert review(moved, lookup, listing).allowed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 
 from onceflow.api import parse_resources
 from onceflow.render import render_resources
+from onceflow.standalone.supervisor import plan_run
 from tests.support.testbed import ROOT
 
 
@@ -357,3 +359,118 @@ def test_a_volume_the_task_pod_could_not_take_is_refused_by_name(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_resources(_quickstart_with_volumes(volumes))
+
+
+def _quickstart() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((ROOT / "examples" / "quickstart.yaml").read_text()) if d]
+
+
+def _second_source(topic: str, name: str = "other") -> dict[str, Any]:
+    source = _quickstart()[1]
+    source["metadata"]["name"] = name
+    source["spec"]["topic"] = topic
+    return source
+
+
+def _with_sink(topic: str) -> list[dict[str, Any]]:
+    documents = _quickstart()
+    documents[2]["spec"]["sink"]["kafka"]["topic"] = topic
+    return documents
+
+
+# Newcomer rows 09, 11, 12b, 13, 05: accepted before, each damaging data.
+GRAPH_CASES = {
+    "two sources write one topic": (
+        [*_quickstart(), _second_source("quickstart.counts")],
+        "KafkaSource 'other': spec.topic: topic 'quickstart.counts' is also the output topic "
+        "of KafkaSource 'counter' (spec.topic)",
+    ),
+    "a sink topic is its own input": (
+        _with_sink("quickstart.counts"),
+        "SparkJob 'copier': spec.sink.kafka.topic: topic 'quickstart.counts' is also this "
+        "job's input (spec.input.sources[0])",
+    ),
+    "a source writes another's offsets topic": (
+        [*_quickstart(), _second_source("default.quickstart-counter-offsets")],
+        "KafkaSource 'counter': spec.offsetsTopic: topic 'default.quickstart-counter-offsets' "
+        "is also the output topic of KafkaSource 'other' (spec.topic)",
+    ),
+    "two sources of one name": (
+        [*_quickstart(), _second_source("quickstart.b", name="counter")],
+        "KafkaSource 'counter': metadata.name: 2 KafkaSources are named 'counter'",
+    ),
+    "a topic Kafka refuses": (
+        [*_quickstart(), _second_source("nfx05 bad/topic*")],
+        "KafkaSource 'other': spec.topic: 'nfx05 bad/topic*' has ' ', '*', '/'",
+    ),
+}
+
+
+def _refusals(documents: list[dict[str, Any]], tmp_path: Path) -> tuple[str, str]:
+    """What `render` and `run` (its planning, before anything starts) say."""
+    with pytest.raises(ValueError) as rendered:
+        render_resources(parse_resources(documents))
+    manifest = tmp_path / "pipeline.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    with pytest.raises(ValueError) as planned:
+        plan_run([manifest], None, tmp_path / "state")
+    assert not (tmp_path / "state").exists(), "nothing is written before the refusal"
+    return str(rendered.value), str(planned.value)
+
+
+@pytest.mark.parametrize(("documents", "message"), GRAPH_CASES.values(), ids=list(GRAPH_CASES))
+def test_render_and_run_refuse_a_damaging_graph_in_the_same_words(
+    documents: list[dict[str, Any]], message: str, tmp_path: Path
+) -> None:
+    rendered, planned = _refusals(documents, tmp_path)
+    assert rendered == planned
+    assert message in rendered
+
+
+def test_every_problem_of_every_resource_is_reported_at_once(tmp_path: Path) -> None:
+    documents = _with_sink("quickstart.counts")
+    documents[1]["spec"]["connector"]["config"]["streams"] = 0
+    documents.append(_second_source("quickstart.counts"))
+    rendered, planned = _refusals(documents, tmp_path)
+    assert rendered == planned
+    assert rendered.startswith("manifests is invalid: KafkaSource 'counter': ")
+    for problem in (
+        "KafkaSource 'counter': spec.connector.config.streams: ",
+        "KafkaSource 'counter': spec.topic: topic 'quickstart.counts' is also the output "
+        "topic of KafkaSource 'other' (spec.topic) and the sink topic of SparkJob 'copier' "
+        "(spec.sink.kafka.topic)",
+        "KafkaSource 'other': spec.topic: ",
+        "SparkJob 'copier': spec.sink.kafka.topic: topic 'quickstart.counts' is also the "
+        "output topic of KafkaSource 'counter'",
+        "SparkJob 'copier': spec.sink.kafka.topic: topic 'quickstart.counts' is also this "
+        "job's input",
+    ):
+        assert problem in rendered
+
+
+def test_the_commands_print_one_problem_a_line_and_exit_1(tmp_path: Path) -> None:
+    manifest = tmp_path / "pipeline.yaml"
+    manifest.write_text(yaml.safe_dump_all([*_quickstart(), _second_source("quickstart.counts")]))
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-m", "onceflow", *command, str(manifest)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for command in (["render"], ["run", "--state-dir", str(tmp_path / "state")])
+    ]
+    assert [o.returncode for o in outputs] == [1, 1]
+    assert outputs[0].stderr == outputs[1].stderr
+    assert outputs[0].stderr.splitlines() == [
+        "error: manifests is invalid:",
+        "  KafkaSource 'counter': spec.topic: topic 'quickstart.counts' is also the output "
+        "topic of KafkaSource 'other' (spec.topic): two writers of one topic mix their "
+        "records, and its readers (and `onceflow audit`) see duplicates that no fault "
+        "caused; give each its own topic",
+        "  KafkaSource 'other': spec.topic: topic 'quickstart.counts' is also the output "
+        "topic of KafkaSource 'counter' (spec.topic): two writers of one topic mix their "
+        "records, and its readers (and `onceflow audit`) see duplicates that no fault "
+        "caused; give each its own topic",
+    ]
+    assert outputs[0].stdout == "" and not (tmp_path / "state").exists()

@@ -11,6 +11,7 @@ from onceflow.api.errors import Problem
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
+from onceflow.logic.resource_set import ResourceSet
 from onceflow.model.tasks import DesiredTasks
 
 WHERE = "in namespace 'ns'"
@@ -138,3 +139,26 @@ def test_a_job_batches_are_bounded_by_default_and_the_sink_timeout_is_its_own() 
     assert settings.max_offsets_per_trigger == 5000
     assert settings.sink.kafka is not None
     assert settings.sink.kafka.transaction_timeout_ms == 300_000
+
+
+def _in(namespace: str, resource: Any) -> Any:
+    return resource.model_copy(
+        update={"metadata": resource.metadata.model_copy(update={"namespace": namespace})}
+    )
+
+
+def test_a_workload_finds_its_pipeline_and_sources_in_its_own_namespace_only() -> None:
+    """Two tenants choosing the same names never resolve to each other's objects (the
+    manifests of `onceflow run` used to find Pipelines and sources by name alone)."""
+    found = ResourceSet.of([_pipeline(), _source(), _in("other", _job())])
+    assert found.pipeline_of(_source()) is not None
+    assert found.pipeline_of(_in("other", _job())) is None
+    assert found.source_topics(_in("other", _job())) == {}
+    assert found.source_topics(_job()) == {"s": "t"}
+
+
+def test_of_two_objects_of_one_kind_and_name_the_last_counts_as_kubectl_apply_would() -> None:
+    renamed = _source().model_copy(
+        update={"spec": _source().spec.model_copy(update={"topic": "t2"})}
+    )
+    assert ResourceSet.of([_source(), renamed]).source_topics(_job()) == {"s": "t2"}

@@ -177,3 +177,26 @@ def test_onceflow_run_hands_the_connector_secret_to_each_generation_as_private_f
     assert second is not None and second.exists() and not first.exists()
     supervisor.stop_tasks()
     assert not second.exists(), "nothing of the Secret is left behind"
+
+
+def test_each_namespace_runs_against_its_own_pipeline(tmp_path: Path) -> None:
+    """A Pipeline of one name in two namespaces: each source takes its own namespace's
+    (cluster, prefix), and neither collides with the other."""
+    documents = []
+    for namespace, bootstrap in (("team-a", "kafka-a:9092"), ("team-b", "kafka-b:9092")):
+        for document in _documents({"kafka": {"topic": "out", "partitions": 2}}):
+            document["metadata"]["namespace"] = namespace
+            documents.append(document)
+        documents[-3]["spec"]["kafka"]["bootstrapServers"] = bootstrap
+        documents[-3]["spec"]["transactionalIdPrefix"] = "shared"
+    plan = _plan(tmp_path, documents)
+    assert {(d.source.metadata.namespace, d.bootstrap_servers) for d in plan.sources} == {
+        ("team-a", "kafka-a:9092"),
+        ("team-b", "kafka-b:9092"),
+    }
+    with pytest.raises(InvalidResourceError) as refused:
+        _plan(tmp_path, documents, bootstrap="127.0.0.1:9092")
+    assert (
+        "Pipeline 'p' in namespace 'team-a': spec.transactionalIdPrefix: 'shared' is also the "
+        "transactional-id prefix of a Pipeline of another namespace on this Kafka cluster"
+    ) in str(refused.value), "one broker for both (--bootstrap): the prefixes now collide"

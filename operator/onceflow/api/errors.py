@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
@@ -44,6 +44,12 @@ class InvalidResourceError(ValueError):
         self.resource = resource
         self.problems = list(problems)
         super().__init__(f"{resource} is invalid: {'; '.join(map(str, problems))}")
+
+
+def labelled(label: str, problems: Iterable[Problem]) -> list[Problem]:
+    """Problems of many resources in one error (``onceflow render`` and ``run`` report
+    every resource's at once): each field starts with the resource's ``label``."""
+    return [replace(p, field=": ".join(filter(None, [label, p.field]))) for p in problems]
 
 
 def field_path(location: tuple[int | str, ...]) -> str:

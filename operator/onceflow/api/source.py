@@ -10,6 +10,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import FencingStatus
 
@@ -168,9 +169,7 @@ class KafkaSourceSpec(ApiModel):
 
     pipeline: str = Field(min_length=1, description="Name of the Pipeline this source belongs to.")
     connector: ConnectorSpec = Field(description="The connector plugin and its settings.")
-    topic: str = Field(
-        min_length=1, max_length=249, description="Kafka topic the records are written to."
-    )
+    topic: TopicName = Field(description="Kafka topic the records are written to.")
     tasks_max: int = Field(
         default=1, ge=1, le=1000, description="Upper bound on the number of tasks."
     )
@@ -201,10 +200,8 @@ class KafkaSourceSpec(ApiModel):
         "at least twice transactionBoundaryIntervalMs. Default: "
         f"{DEFAULT_TRANSACTION_TIMEOUT_MS}, or twice the interval when that is more.",
     )
-    offsets_topic: str | None = Field(
+    offsets_topic: TopicName | None = Field(
         default=None,
-        min_length=1,
-        max_length=249,
         description="Compacted topic holding this source's offsets. "
         "Default: <transactionalIdPrefix>-<source>-offsets.",
     )

@@ -17,6 +17,7 @@ from onceflow.api.columns import (
     is_event_time,
     schema_fields,
 )
+from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import FencingStatus
 
@@ -60,7 +61,7 @@ class KafkaInput(ApiModel):
 
     # Bounds on fan-out fields: one tenant's object never costs the shared operator
     # (or the driver) work without limit.
-    topics: list[str] | None = Field(
+    topics: list[TopicName] | None = Field(
         default=None, min_length=1, max_length=100, description="Topic names."
     )
     sources: list[str] | None = Field(
@@ -157,7 +158,7 @@ class KafkaDelivery(StrEnum):
 
 
 class KafkaSink(ApiModel):
-    topic: str = Field(min_length=1, max_length=249, description="Output topic.")
+    topic: TopicName = Field(description="Output topic.")
     partitions: int = Field(
         ge=1,
         le=10000,

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
-from onceflow.api.errors import Problem
+from onceflow.api.errors import Problem, labelled
+from onceflow.api.manifests import Resource, ResourceRef
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.control.kube import ALL_NAMESPACES
@@ -16,6 +17,7 @@ from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
+from onceflow.logic.topic_ownership import find_collisions
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import operator_loader
 
@@ -51,6 +53,17 @@ def review(
         resource = parse_resource(document)
     except InvalidResourceError as error:
         return Verdict([str(p) for p in error.problems])
+    verdict = _review_alone(resource, lookup, listing, policy)
+    if not verdict.allowed:
+        return verdict
+    graph = graph_problems(resource, listing)
+    return Verdict(graph, verdict.warnings) if graph else verdict
+
+
+def _review_alone(
+    resource: Resource, lookup: Lookup, listing: Listing, policy: TenantPolicy
+) -> Verdict:
+    """The object against the policy and what it refers to."""
     namespace = resource.metadata.namespace
     if isinstance(resource, KafkaSource):
         pipeline = _pipeline(lookup, namespace, resource.spec.pipeline)
@@ -62,10 +75,43 @@ def review(
         if refused := policy.spark_job_problems(resource.spec):
             return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
-    # Prefixes are compared across namespaces: transactional ids and offsets topics
-    # live in one Kafka cluster, which knows nothing of namespaces.
-    return review_pipeline_change(
-        resource, listing("sparkjobs", namespace), listing("pipelines", ALL_NAMESPACES)
+    return review_pipeline_change(resource, listing("sparkjobs", namespace))
+
+
+GRAPH_KINDS = ("pipelines", "kafkasources", "sparkjobs")
+
+
+def graph_problems(resource: Resource, listing: Listing) -> list[str]:
+    """What the object would break in the topic and transactional-id graph of every
+    namespace (``logic.topic_ownership``: the check ``render`` and ``run`` make over
+    their manifests), judged against every stored object: topics and ids live in Kafka
+    clusters, which know nothing of namespaces. Another namespace's objects are never
+    named. For a Pipeline, its workloads' problems count too: a new bootstrap or
+    prefix moves all their topics and ids."""
+    me = ResourceRef.of(resource)
+    stored: dict[ResourceRef, Resource] = {}
+    for plural in GRAPH_KINDS:
+        for document in listing(plural, ALL_NAMESPACES):
+            try:
+                other = parse_resource(document)
+            except InvalidResourceError:
+                continue  # an object the schema let through once is its own problem
+            if ResourceRef.of(other) != me:  # the stored version this one replaces
+                stored[ResourceRef.of(other)] = other
+    problems = []
+    for collision in find_collisions([*stored.values(), resource]):
+        if collision.resource == me:
+            problems.append(str(collision.problem))
+        elif isinstance(resource, Pipeline) and _of_pipeline(stored[collision.resource], resource):
+            problems += map(str, labelled(collision.resource.label, [collision.problem]))
+    return problems
+
+
+def _of_pipeline(workload: Resource, pipeline: Pipeline) -> bool:
+    return (
+        not isinstance(workload, Pipeline)
+        and workload.metadata.namespace == pipeline.metadata.namespace
+        and workload.spec.pipeline == pipeline.metadata.name
     )
 
 
@@ -109,38 +155,8 @@ def _review_spark_job(job: SparkJob, namespace: str, lookup: Lookup) -> Verdict:
     )
 
 
-def _prefix_taken(pipeline: Pipeline, pipelines: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Two Pipelines with one transactionalIdPrefix give same-named workloads the same
-    ids: their producers would fence each other forever, and share offsets topics."""
-    prefix = pipeline.transactional_id_prefix
-    for document in pipelines:
-        try:
-            other = Pipeline.model_validate(document)
-        except ValueError:
-            continue
-        itself = (other.metadata.namespace, other.metadata.name) == (
-            pipeline.metadata.namespace,
-            pipeline.metadata.name,
-        )
-        if not itself and other.transactional_id_prefix == prefix:
-            return [
-                f"spec.transactionalIdPrefix: {prefix!r} is already the prefix of Pipeline "
-                f"{other.metadata.name!r} in namespace {other.metadata.namespace!r}; choose "
-                "another (ids and offsets topics would collide in the Kafka cluster)"
-            ]
-    return []
-
-
-def review_pipeline_change(
-    pipeline: Pipeline,
-    spark_jobs: Sequence[Mapping[str, Any]],
-    pipelines: Sequence[Mapping[str, Any]] = (),
-) -> Verdict:
-    """A prefix no other Pipeline uses; turning exactly-once on must not strand a job
-    with an at-least-once sink."""
-    taken = _prefix_taken(pipeline, pipelines)
-    if taken:
-        return Verdict(taken)
+def review_pipeline_change(pipeline: Pipeline, spark_jobs: Sequence[Mapping[str, Any]]) -> Verdict:
+    """Turning exactly-once on must not strand a job with an at-least-once sink."""
     if pipeline.spec.exactly_once is ExactlyOnceMode.DISABLED:
         return Verdict()
     blocking = []

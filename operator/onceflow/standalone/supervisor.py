@@ -20,20 +20,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from onceflow.api import (
-    InvalidResourceError,
-    KafkaSource,
-    Pipeline,
-    parse_resources,
-)
-from onceflow.api.errors import Problem
-from onceflow.api.spark import SparkJob
+from onceflow.api import InvalidResourceError, Resource, parse_resources
+from onceflow.api.errors import Problem, labelled
+from onceflow.api.manifests import MANIFESTS, ResourceRef
 from onceflow.api.task import FileAuthority
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
@@ -53,6 +48,8 @@ from onceflow.logic.protocol import (
     next_step,
 )
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
+from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
@@ -75,15 +72,19 @@ class StateDirLockedError(Exception):
 
 @dataclass(frozen=True)
 class Manifests:
-    pipelines: dict[str, Pipeline]
-    sources: list[KafkaSource]
-    spark_jobs: list[SparkJob]
+    resources: list[Resource]
+    """Pipelines, KafkaSources and SparkJobs in file order, duplicates and all (the
+    topic-ownership check refuses those)."""
     secrets: dict[str, dict[str, str]]
     """v1 Secrets in the same files (a Postgres sink's DSN): there is no API server to
     hold them, and users keep them next to the workloads that mount them anyway."""
     config_maps: dict[str, dict[str, str]]
     """v1 ConfigMaps in the same files (a transform's Python files), for the same
     reason."""
+
+    @property
+    def found(self) -> ResourceSet:
+        return ResourceSet.of(self.resources)
 
 
 def _is_secret(document: dict[str, Any]) -> bool:
@@ -106,9 +107,7 @@ def load_manifests(paths: Sequence[Path]) -> Manifests:
         documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     resources = parse_resources(d for d in documents if not _is_secret(d) and not _is_config_map(d))
     return Manifests(
-        pipelines={r.metadata.name: r for r in resources if isinstance(r, Pipeline)},
-        sources=[r for r in resources if isinstance(r, KafkaSource)],
-        spark_jobs=[r for r in resources if isinstance(r, SparkJob)],
+        resources=resources,
         secrets={d["metadata"]["name"]: _secret_data(d) for d in documents if _is_secret(d)},
         config_maps={
             d["metadata"]["name"]: dict(d.get("data") or {}) for d in documents if _is_config_map(d)
@@ -126,26 +125,21 @@ class RunPlan:
 def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: Path) -> RunPlan:
     """Validates every workload before anything starts; all problems in one error."""
     manifests = load_manifests(paths)
+    found = manifests.found
     planned: list[DesiredTasks] = []
     problems: list[Problem] = []
-
-    def labelled(kind: str, name: str, found: list[Problem]) -> list[Problem]:
-        """Many workloads' problems in one error: each names its workload."""
-        return [
-            replace(p, field=": ".join(filter(None, [f"{kind} {name!r}", p.field]))) for p in found
-        ]
-
-    for source in manifests.sources:
+    for source in found.sources.values():
+        label = ResourceRef.of(source).label
         desired = resolve_source(
             source,
-            manifests.pipelines.get(source.spec.pipeline),
+            found.pipeline_of(source),
             load_connector,
             where=IN_MANIFESTS,
             bootstrap_override=bootstrap_override,
             secrets=manifests.secrets,
         )
         if isinstance(desired, list):
-            problems += labelled("KafkaSource", source.metadata.name, desired)
+            problems += labelled(label, desired)
             continue
         secret_ref = source.spec.connector.secret_ref
         refused = source_system_problems(
@@ -154,29 +148,29 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
             shares_task_filesystem=True,
         )
         if refused:
-            problems += labelled("KafkaSource", source.metadata.name, refused)
+            problems += labelled(label, refused)
         else:
             planned.append(desired)
     jobs: list[PlannedSparkJob] = []
-    topics = {s.metadata.name: s.spec.topic for s in manifests.sources}
-    for job in manifests.spark_jobs:
+    for job in found.spark_jobs.values():
         planned_job = plan_spark_job(
             job,
-            manifests.pipelines.get(job.spec.pipeline),
-            topics,
+            found.pipeline_of(job),
+            found.source_topics(job),
             manifests.secrets,
             manifests.config_maps,
             bootstrap_override=bootstrap_override,
             state_dir=state_dir,
         )
         if isinstance(planned_job, list):
-            problems += labelled("SparkJob", job.metadata.name, planned_job)
+            problems += labelled(ResourceRef.of(job).label, planned_job)
         else:
             jobs.append(planned_job)
+    problems += manifest_problems(manifests.resources, bootstrap_override=bootstrap_override)
     if problems:
-        raise InvalidResourceError("manifests", problems)
+        raise InvalidResourceError(MANIFESTS, problems)
     if not planned and not jobs:
-        raise InvalidResourceError("manifests", [Problem("", "no KafkaSource or SparkJob to run")])
+        raise InvalidResourceError(MANIFESTS, [Problem("", "no KafkaSource or SparkJob to run")])
     return RunPlan(planned, jobs, manifests.secrets)
 
 

@@ -1,0 +1,56 @@
+"""Kafka's rules for topic names, for every field that names a topic.
+
+A name Kafka refuses is otherwise accepted by ``kubectl apply``, ``onceflow render`` and
+``onceflow run`` and found only when a task or driver creates the topic: the task
+crash-loops with the reason in its log alone. The same rule goes into the CRD schema
+(``pattern``), and names Onceflow builds from other fields (a default offsets topic,
+a sink's marker topic) are checked with ``topic_name_problem``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+TOPIC_NAME_MAX = 249
+"""Kafka's limit, so that a partition's directory name (topic-partition) fits 255."""
+LEGAL_CHARACTER = re.compile(r"[a-zA-Z0-9._-]")
+# Legal characters, not "." or ".." (only dots is legal from three on). No look-ahead:
+# the API server's regular expressions (RE2) have none.
+TOPIC_PATTERN = r"^(?:[a-zA-Z0-9._-]*[a-zA-Z0-9_-][a-zA-Z0-9._-]*|\.{3,})$"
+TOPIC_RULE = "ASCII letters, digits, '.', '_' and '-', at most 249 characters, not '.' or '..'"
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka refuses ``name`` as a topic, or None."""
+    if not name:
+        return "a topic name cannot be empty"
+    if len(name) > TOPIC_NAME_MAX:
+        return f"{len(name)} characters; Kafka takes at most {TOPIC_NAME_MAX}"
+    illegal = sorted({c for c in name if not LEGAL_CHARACTER.fullmatch(c)})
+    if illegal:
+        return (
+            f"{name!r} has {', '.join(map(repr, illegal))}; a Kafka topic name has only "
+            f"{TOPIC_RULE}"
+        )
+    if not re.match(TOPIC_PATTERN, name):
+        return f"{name!r} is not a topic name Kafka accepts ({TOPIC_RULE})"
+    return None
+
+
+def _valid_topic(name: str) -> str:
+    problem = topic_name_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+TopicName = Annotated[
+    str,
+    Field(min_length=1, max_length=TOPIC_NAME_MAX, json_schema_extra={"pattern": TOPIC_PATTERN}),
+    AfterValidator(_valid_topic),
+]
+"""A field naming a Kafka topic: checked here with a message saying the rule, and by
+the API server through the schema's ``pattern`` (the same expression)."""
