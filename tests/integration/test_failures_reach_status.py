@@ -273,3 +273,28 @@ def test_a_mirror_secret_that_would_load_a_library_in_the_operator_is_refused(
     assert "spec.connector.secretRef: Secret 'source-cluster'" in refused["message"], refused
     assert "'ssl.engine.location'" in refused["message"], refused
     assert cluster.pods("onceflow.io/source=counter") == []
+
+
+def test_a_second_writer_of_a_running_sources_topic_is_held_and_the_first_runs_on(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """Stored without the webhook (nothing refused it): the newcomer is Degraded naming
+    the source it collides with and starts no task; the source stored first keeps its
+    topic and its tasks. Moving the newcomer to a topic of its own lets it start."""
+    cluster, _, _ = operator
+    topic = f"owned-{uuid.uuid4().hex[:6]}"
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+    cluster.create("kafkasources", source(1, topic))
+    wait_for(lambda: len(cluster.pods("onceflow.io/source=counter")) == 1, 60, "counter's task")
+    copycat = source(1, topic)
+    copycat["metadata"] = {"name": "copycat"}
+    cluster.create("kafkasources", copycat)
+    held = _degraded(cluster, "kafkasources", "copycat", "TopicConflict")
+    assert (
+        f"topic '{topic}' is also the output topic of KafkaSource 'counter'" in (held["message"])
+    ), held
+    assert cluster.pods("onceflow.io/source=copycat") == [], "no task for the second writer"
+    assert cluster.condition("kafkasources", "counter", "Degraded").get("status") != "True"
+    assert len(cluster.pods("onceflow.io/source=counter")) == 1, "the owner runs on"
+    cluster.patch_spec("kafkasources", "copycat", {"topic": f"{topic}-own"})
+    wait_for(lambda: len(cluster.pods("onceflow.io/source=copycat")) == 1, 60, "copycat's own task")

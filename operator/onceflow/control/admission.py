@@ -8,23 +8,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
-from onceflow.api.errors import Problem, labelled
-from onceflow.api.manifests import Resource, ResourceRef
+from onceflow.api.errors import Problem
+from onceflow.api.manifests import Resource
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import SparkJob, SparkJobSettings
-from onceflow.control.kube import ALL_NAMESPACES
+from onceflow.control.graph import Listing, admission_problems
 from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
-from onceflow.logic.topic_ownership import find_collisions
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import operator_loader
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 """(plural, namespace, name) -> object or None."""
-Listing = Callable[[str, str], Sequence[Mapping[str, Any]]]
-"""(plural, namespace) -> objects; namespace ``ALL_NAMESPACES``: of every namespace."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ def review(
     verdict = _review_alone(resource, lookup, listing, policy)
     if not verdict.allowed:
         return verdict
-    graph = graph_problems(resource, listing)
+    graph = admission_problems(resource, listing)
     return Verdict(graph, verdict.warnings) if graph else verdict
 
 
@@ -76,43 +73,6 @@ def _review_alone(
             return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
     return review_pipeline_change(resource, listing("sparkjobs", namespace))
-
-
-GRAPH_KINDS = ("pipelines", "kafkasources", "sparkjobs")
-
-
-def graph_problems(resource: Resource, listing: Listing) -> list[str]:
-    """What the object would break in the topic and transactional-id graph of every
-    namespace (``logic.topic_ownership``: the check ``render`` and ``run`` make over
-    their manifests), judged against every stored object: topics and ids live in Kafka
-    clusters, which know nothing of namespaces. Another namespace's objects are never
-    named. For a Pipeline, its workloads' problems count too: a new bootstrap or
-    prefix moves all their topics and ids."""
-    me = ResourceRef.of(resource)
-    stored: dict[ResourceRef, Resource] = {}
-    for plural in GRAPH_KINDS:
-        for document in listing(plural, ALL_NAMESPACES):
-            try:
-                other = parse_resource(document)
-            except InvalidResourceError:
-                continue  # an object the schema let through once is its own problem
-            if ResourceRef.of(other) != me:  # the stored version this one replaces
-                stored[ResourceRef.of(other)] = other
-    problems = []
-    for collision in find_collisions([*stored.values(), resource]):
-        if collision.resource == me:
-            problems.append(str(collision.problem))
-        elif isinstance(resource, Pipeline) and _of_pipeline(stored[collision.resource], resource):
-            problems += map(str, labelled(collision.resource.label, [collision.problem]))
-    return problems
-
-
-def _of_pipeline(workload: Resource, pipeline: Pipeline) -> bool:
-    return (
-        not isinstance(workload, Pipeline)
-        and workload.metadata.namespace == pipeline.metadata.namespace
-        and workload.spec.pipeline == pipeline.metadata.name
-    )
 
 
 def _where(namespace: str) -> str:

@@ -21,6 +21,7 @@ from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
+from onceflow.control.graph import require_own_topics
 from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
@@ -130,6 +131,7 @@ class SparkJobReconciler:
         if files is not None:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         assert pipeline is not None, "a job resolves only with its Pipeline"
+        require_own_topics(self.kube, obj)
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         return job, pipeline, require_current_mode(pipeline), settings

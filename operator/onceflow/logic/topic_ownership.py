@@ -44,6 +44,16 @@ TOPIC_CONFLICT = "TopicConflict"
 PIPELINE_CYCLE = "PipelineCycle"
 TRANSACTIONAL_ID_CONFLICT = "TransactionalIdConflict"
 INVALID_TOPIC_NAME = "InvalidTopicName"
+GRAPH_REASONS = frozenset(
+    {
+        DUPLICATE_RESOURCE,
+        TOPIC_CONFLICT,
+        PIPELINE_CYCLE,
+        TRANSACTIONAL_ID_CONFLICT,
+        INVALID_TOPIC_NAME,
+    }
+)
+"""The reasons of a problem in the graph, as conditions carry them."""
 ANOTHER_NAMESPACE = "another namespace on this Kafka cluster"
 
 # How to rename a topic Onceflow names itself (the user named the others in `field`).
