@@ -134,13 +134,45 @@ def test_a_pipeline_change_is_refused_for_what_it_does_to_its_workloads() -> Non
         "kind": "KafkaSource",
         "spec": {"pipeline": "orders", "topic": "orders.raw", "connector": {"type": "sequence"}},
     }
+    mine = _pipeline("orders", None)
+    mine["spec"]["kafka"]["bootstrapServers"] = "another-cluster:9092"
     listing = _stored(
         theirs,
         {**source, "metadata": {"name": "src", "namespace": "other"}},
-        _pipeline("orders", None),
+        mine,
         {**source, "metadata": {"name": "src", "namespace": "ns"}},
     )
+    assert review(mine, lookup, listing).allowed
     moved = _pipeline("orders", None)
-    assert review(moved, lookup, listing).problems, "both write orders.raw on k:9092"
-    moved["spec"]["kafka"]["bootstrapServers"] = "another-cluster:9092"
-    assert review(moved, lookup, listing).allowed
+    problems = review(moved, lookup, listing).problems
+    assert problems and problems[0].startswith("KafkaSource 'src' in namespace 'ns': "), problems
+    assert "topic 'orders.raw' belongs to another namespace" in problems[0], problems
+
+
+def test_an_update_is_refused_only_for_problems_it_brings() -> None:
+    """An intruder stored past the webhook must not freeze its victim: the owner can
+    still edit itself, while a new writer of the topic is refused."""
+
+    def source(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "KafkaSource",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "pipeline": "orders",
+                "topic": "orders.raw",
+                "connector": {"type": "sequence"},
+                **spec,
+            },
+        }
+
+    listing = _stored(
+        _pipeline("orders", None),
+        _pipeline("orders", None, namespace="tenant-b"),
+        source("owner", "ns"),
+        source("intruder", "tenant-b"),
+    )
+    assert review(source("owner", "ns", tasksMax=4), lookup, listing).allowed
+    refused = review(source("another", "ns"), lookup, listing)
+    assert "is also the output topic of KafkaSource 'owner'" in refused.message, refused
+    assert "tenant-b" not in refused.message

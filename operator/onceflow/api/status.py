@@ -62,7 +62,14 @@ class FencingStatus(CommonStatus):
     """The status of a kind whose operator fences transactional ids (a source's task
     generations, a Spark job's sink producers): the backoff after failed fencing is
     kept here, so an operator restarted in the middle of it goes on waiting instead of
-    hammering a broker or an ACL that is still missing."""
+    hammering a broker or an ACL that is still missing. And the claim on topics and
+    ids the workload was cleared with, which makes it their owner in a collision."""
+
+    topic_claim: str | None = Field(
+        default=None,
+        description="Digest of the spec, Pipeline cluster and prefix, and inputs this "
+        "workload's topics and transactional ids were judged free with (it owns them).",
+    )
 
     fence_failures: int | None = Field(
         default=None,

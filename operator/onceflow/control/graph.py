@@ -2,31 +2,37 @@
 (``logic.topic_ownership``), for the admission webhook and the reconcilers.
 
 Kafka clusters know nothing of namespaces, so every stored Pipeline, KafkaSource and
-SparkJob the operator can see takes part. The webhook refuses an object that would
-break the graph; a reconciler marks Degraded an object that breaks it all the same
-(stored while the webhook was not installed, or through another namespace it could
-not compare). In a standing collision the object stored first keeps its topics and
-ids: a newcomer cannot stop another tenant's running workload by copying its topic.
+SparkJob the operator watches takes part (two operators on one Kafka cluster do not
+see each other's). The webhook refuses an object that would break the graph; a
+reconciler holds back (Degraded, nothing started) a workload that breaks it all the
+same, stored while no webhook ran or at the same moment as the other side. In a
+standing collision the side that owns the topics keeps them (``logic.topic_claims``):
+a newcomer cannot stop another tenant's running workload by copying its topic.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from onceflow.api import InvalidResourceError, Pipeline, parse_resource
+from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import Resource, ResourceRef
+from onceflow.api.spark import SparkJob
 from onceflow.control.kube import ALL_NAMESPACES, KubeClient, Obj
 from onceflow.control.workloads import invalid_workload
-from onceflow.logic.topic_ownership import GRAPH_REASONS, find_collisions
+from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.topic_claims import claim_of, is_held
+from onceflow.logic.topic_ownership import find_collisions
 
 logger = logging.getLogger(__name__)
 
 Listing = Callable[[str, str], Sequence[Mapping[str, Any]]]
 """(plural, namespace) -> objects; namespace ``ALL_NAMESPACES``: of every namespace."""
 GRAPH_KINDS = ("pipelines", "kafkasources", "sparkjobs")
+CLAIM_FIELD = "topicClaim"
+"""Where status records the claim a workload was cleared with (``FencingStatus``)."""
 
 
 def _stored(listing: Listing) -> tuple[dict[ResourceRef, Resource], dict[ResourceRef, str]]:
@@ -47,10 +53,18 @@ def _stored(listing: Listing) -> tuple[dict[ResourceRef, Resource], dict[Resourc
 
 def admission_problems(resource: Resource, listing: Listing) -> list[str]:
     """What the incoming object would break. For a Pipeline, its workloads' problems
-    count too: a new bootstrap or prefix moves all their topics and ids."""
+    count too: a new bootstrap or prefix moves all their topics and ids. An update is
+    refused only for problems it brings: an owner whose topic an intruder took past
+    the webhook can still scale or edit itself (the reconcilers hold the intruder)."""
     me = ResourceRef.of(resource)
     stored, _ = _stored(listing)
-    stored.pop(me, None)  # the stored version this one replaces
+    previous = stored.pop(me, None)  # the stored version this one replaces
+    already = set(_problems_of(previous, stored)) if previous is not None else set()
+    return [p for p in _problems_of(resource, stored) if p not in already]
+
+
+def _problems_of(resource: Resource, stored: Mapping[ResourceRef, Resource]) -> list[str]:
+    me = ResourceRef.of(resource)
     problems = []
     for collision in find_collisions([*stored.values(), resource]):
         if collision.resource == me:
@@ -69,45 +83,48 @@ def _of_pipeline(workload: Resource, pipeline: Pipeline) -> bool:
 
 
 def standing_problems(ref: ResourceRef, listing: Listing) -> list[Problem]:
-    """The stored object's part in the graph's collisions, for its status: those it
-    caused (every other side was stored before it, or there is none, as in a job
-    reading its own output). Each is logged naming every side, which the tenant's
-    message does not."""
+    """The stored object's part in the graph's collisions, where it is the side held
+    back (``logic.topic_claims``). Each is logged naming every side, which the
+    tenant's message does not."""
     stored, created = _stored(listing)
     if ref not in stored:
         return []
+    found = ResourceSet.of(stored.values())
+
+    def owns(other: ResourceRef) -> bool:
+        workload = stored[other]
+        pipeline = None if isinstance(workload, Pipeline) else found.pipeline_of(workload)
+        if isinstance(workload, Pipeline) or pipeline is None:
+            return False
+        inputs = found.source_topics(workload) if isinstance(workload, SparkJob) else {}
+        claim = claim_of(workload, pipeline, inputs)
+        return workload.status is not None and workload.status.topic_claim == claim
+
     mine = [c for c in find_collisions(stored.values()) if c.resource == ref]
-    held = [c for c in mine if _caused_by(ref, c.others, created)]
+    held = [c for c in mine if is_held(c, owns, created)]
     for collision in held:
         logger.warning("%s", collision.log_message)
     return [c.problem for c in held]
 
 
-def _caused_by(
-    ref: ResourceRef, others: Iterable[ResourceRef], created: Mapping[ResourceRef, str]
-) -> bool:
-    """Whether ``ref`` came last among the sides (RFC 3339 times compare as strings;
-    a tie goes by name, so exactly one side of two is held to it)."""
-    mine = (created[ref], ref)
-    return all((created.get(other, ""), other) < mine for other in others)
-
-
-def require_own_topics(kube: KubeClient, obj: Obj) -> None:
-    """Stops the pass (Degraded, nothing started) while the object breaks the graph.
-    Judged when its spec is new to the operator (not yet observed) or while it is held
-    for the graph: listing every object on every pass would cost the operator
-    O(objects) per pass, and an unchanged object that was fine can only be broken by
-    a newer one, which is the one held."""
+def claim_topics(
+    kube: KubeClient,
+    plural: str,
+    obj: Obj,
+    workload: KafkaSource | SparkJob,
+    pipeline: Pipeline,
+    source_topics: Mapping[str, str],
+) -> Obj:
+    """Records the workload's claim on its topics and ids once the graph allows it,
+    and returns the object as written; stops the pass (Degraded, nothing started)
+    while it is the side held back. Listing every object costs O(objects), so it is
+    done only for a claim not yet recorded: a new or edited spec, a moved Pipeline, a
+    workload held before."""
+    claim = claim_of(workload, pipeline, source_topics)
     status = obj.get("status") or {}
-    held = any(
-        (c.get("type"), c.get("status")) == ("Degraded", "True")
-        and c.get("reason") in GRAPH_REASONS
-        for c in status.get("conditions") or []
-    )
-    if not held and status.get("observedGeneration") == obj["metadata"].get("generation"):
-        return
-    metadata = obj["metadata"]
-    ref = ResourceRef(obj["kind"], metadata["namespace"], metadata["name"])
-    problems = standing_problems(ref, kube.list_objects)
+    if status.get(CLAIM_FIELD) == claim:
+        return obj
+    problems = standing_problems(ResourceRef.of(workload), kube.list_objects)
     if problems:
         raise invalid_workload(problems)
+    return kube.replace_status(plural, obj, {**status, CLAIM_FIELD: claim})

@@ -21,7 +21,7 @@ from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
-from onceflow.control.graph import require_own_topics
+from onceflow.control.graph import claim_topics
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     KAFKA_SETTING_REFUSED,
@@ -120,7 +120,6 @@ class SourceReconciler:
         if refused := self.policy.image_problems(source.spec.image):
             raise invalid_workload(refused)
         require_current_mode(desired.pipeline)
-        require_own_topics(self.kube, obj)
         # Checked every pass, not only when fencing: tasks mount the same Secret.
         self._kafka_config(desired.pipeline)
         return source, desired.pipeline, desired
@@ -205,6 +204,7 @@ class SourceReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)
+        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {})
         namespace, name = source.metadata.namespace, source.metadata.name
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)

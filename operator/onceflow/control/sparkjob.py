@@ -21,7 +21,7 @@ from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
-from onceflow.control.graph import require_own_topics
+from onceflow.control.graph import claim_topics
 from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
@@ -107,7 +107,11 @@ class SparkJobReconciler:
     def _degrade(self, obj: Obj, reason: str, message: str) -> Obj:
         return self._write(obj, self._status(obj), False, reason, message, degraded=True)
 
-    def _observe(self, obj: Obj) -> tuple[SparkJob, Pipeline, ExactlyOnceMode, SparkJobSettings]:
+    def _observe(
+        self, obj: Obj
+    ) -> tuple[Obj, SparkJob, Pipeline, ExactlyOnceMode, SparkJobSettings]:
+        """The job, its Pipeline, the mode it runs in and its driver's settings; and
+        the object as it is once the job's claim on its topics is recorded."""
         job = parse_workload(SparkJob, obj)
         namespace = job.metadata.namespace
         pipeline = find_pipeline(self.kube, namespace, job.spec.pipeline)
@@ -131,10 +135,11 @@ class SparkJobReconciler:
         if files is not None:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         assert pipeline is not None, "a job resolves only with its Pipeline"
-        require_own_topics(self.kube, obj)
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
-        return job, pipeline, require_current_mode(pipeline), settings
+        mode = require_current_mode(pipeline)
+        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics)
+        return obj, job, pipeline, mode, settings
 
     def reconcile(self, namespace: str, name: str) -> bool:
         """One pass; answers whether the job settled (its driver running or, for an
@@ -148,7 +153,7 @@ class SparkJobReconciler:
         )
 
     def _pass(self, obj: Obj) -> bool:
-        job, pipeline, mode, settings = self._observe(obj)
+        obj, job, pipeline, mode, settings = self._observe(obj)
         name = job.metadata.name
         status = self._status(obj)
         submission = submission_of(job)
