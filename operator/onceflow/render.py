@@ -80,7 +80,7 @@ def render_resources(
             objects += render_spark_job(job, found, image)
         except InvalidResourceError as error:
             problems += labelled(error.resource, error.problems)
-    problems += manifest_problems(resources)
+    problems += manifest_problems(resources, connectors=load_connector)
     if problems:
         raise InvalidResourceError(MANIFESTS, problems)
     return objects

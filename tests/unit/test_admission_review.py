@@ -176,3 +176,40 @@ def test_an_update_is_refused_only_for_problems_it_brings() -> None:
     refused = review(source("another", "ns"), lookup, listing)
     assert "is also the output topic of KafkaSource 'owner'" in refused.message, refused
     assert "tenant-b" not in refused.message
+
+
+def test_a_mirror_that_would_feed_a_job_its_own_output_is_refused() -> None:
+    """The webhook asks the mirror what it reads (the operator's connector loader)."""
+    job = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "SparkJob",
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {
+            "pipeline": "orders",
+            "input": {"topics": ["in"]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": "out", "partitions": 1}},
+            "checkpoint": {"path": "/tmp/j"},
+        },
+    }
+    listing = _stored(_pipeline("orders", None), job)  # on k:9092
+    config = {"topics": ["out"], "bootstrapServers": "kafka-dr:9092"}
+    mirror = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {
+            "pipeline": "orders",
+            "topic": "in",
+            "connector": {"type": "kafka", "config": config},
+        },
+    }
+    on_another_cluster = review(mirror, lookup, listing)
+    assert on_another_cluster.allowed, on_another_cluster
+    config["bootstrapServers"] = "PLAINTEXT://k"
+    refused = review(mirror, lookup, listing)
+    assert refused.problems == [
+        "spec.topic: topic 'in' is read by SparkJob 'j', which writes 'out', read by this "
+        "source (spec.connector.config.topics[0]): records go round this cycle without end; "
+        "write to a topic no workload of the cycle reads"
+    ]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from onceflow.api.connector import KafkaRead
 from onceflow.connectors.kafka_mirror import KafkaMirrorConnector, owner_task
 
 VALID = {"topics": ["orders"], "bootstrapServers": "other:9092"}
@@ -49,3 +50,24 @@ def test_every_partition_has_exactly_one_owner_and_owners_are_spread(tasks: int)
     owners = {(t, p): owner_task(t, p, tasks) for t in ("a", "b", "orders") for p in range(12)}
     assert set(owners.values()) == set(range(tasks))
     assert all(0 <= owner < tasks for owner in owners.values())
+
+
+@pytest.mark.parametrize(
+    ("config", "reads"),
+    [
+        (
+            {"topics": ["a", "b"], "bootstrapServers": "other:9092"},
+            [KafkaRead("a", "other:9092", "topics[0]"), KafkaRead("b", "other:9092", "topics[1]")],
+        ),
+        # What validate refuses reads nothing, or what it names well.
+        ({"topics": ["a", 3, ""], "bootstrapServers": "o"}, [KafkaRead("a", "o", "topics[0]")]),
+        ({"topics": "a", "bootstrapServers": "other:9092"}, []),
+        ({"topics": ["a"], "bootstrapServers": " "}, []),
+        ({"topics": ["a"]}, []),
+        ({}, []),
+    ],
+)
+def test_the_mirror_declares_the_topics_it_reads_and_their_cluster(
+    config: dict[str, Any], reads: list[KafkaRead]
+) -> None:
+    assert KafkaMirrorConnector().kafka_reads(config) == reads

@@ -4,6 +4,7 @@ and the CRD schema refuses the same names."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -14,7 +15,9 @@ from onceflow.api.crd import crd_documents
 from onceflow.api.kafka_topics import TOPIC_PATTERN, topic_name_problem
 
 LEGAL = ["orders", "orders.raw", "a_b-c.D9", "...", "a" * 249, "-", "_", ".a", "a.."]
+LEGAL += ["_a", "_.", "a__b", ".__a", "-__"]
 ILLEGAL = ["", ".", "..", "a" * 250, "nfx05 bad/topic*", "ä", "a:b", "a,b", "tab\t"]
+ILLEGAL += ["__", "__consumer_offsets", "__transaction_state", "___a", "__.x"]
 
 
 @pytest.mark.parametrize("name", LEGAL)
@@ -32,8 +35,26 @@ def test_names_kafka_refuses_are_refused_with_the_rule(name: str) -> None:
 def test_the_refusal_names_the_characters_kafka_refuses() -> None:
     assert topic_name_problem("nfx05 bad/topic*") == (
         "'nfx05 bad/topic*' has ' ', '*', '/'; a Kafka topic name has only ASCII letters, "
-        "digits, '.', '_' and '-', at most 249 characters, not '.' or '..'"
+        "digits, '.', '_' and '-', at most 249 characters, not '.' or '..', not beginning "
+        "with '__'"
     )
+
+
+def test_kafkas_internal_topics_are_refused_saying_what_they_are() -> None:
+    assert topic_name_problem("__consumer_offsets") == (
+        "'__consumer_offsets' begins with '__' like Kafka's internal topics "
+        "(__consumer_offsets, __transaction_state), which hold the cluster's group offsets "
+        "and transactions, not records; choose a name that does not"
+    )
+
+
+@pytest.mark.parametrize("length", range(7))
+def test_the_schema_pattern_and_the_rule_agree_on_every_short_name(length: int) -> None:
+    """Every name of up to six characters from the ones the rules turn on."""
+    for characters in itertools.product("a._-", repeat=length):
+        name = "".join(characters)
+        by_pattern = bool(re.match(TOPIC_PATTERN, name))
+        assert by_pattern is (topic_name_problem(name) is None), name
 
 
 def _documents(source: dict[str, Any], job_input: list[str], sink: str) -> list[dict[str, Any]]:

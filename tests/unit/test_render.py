@@ -427,6 +427,23 @@ def test_render_and_run_refuse_a_damaging_graph_in_the_same_words(
     assert message in rendered
 
 
+def test_render_refuses_a_mirror_that_copies_the_jobs_output_back_into_its_input() -> None:
+    """The mirror reads on the cluster its config names: here the pipeline's own, spelt
+    otherwise (run would also ask that cluster whether it answers, so render alone)."""
+    mirror = _second_source("quickstart.counts-mirror", name="mirror")
+    config = {"topics": ["quickstart.copied"], "bootstrapServers": "PLAINTEXT://127.0.0.1"}
+    mirror["spec"]["connector"] = {"type": "kafka", "config": config}
+    documents = _quickstart()
+    documents[2]["spec"]["input"] = {"sources": ["counter", "mirror"]}
+    with pytest.raises(ValueError) as rendered:
+        render_resources(parse_resources([*documents, mirror]))
+    assert (
+        "KafkaSource 'mirror': spec.topic: topic 'quickstart.counts-mirror' is read by SparkJob "
+        "'copier', which writes 'quickstart.copied', read by this source "
+        "(spec.connector.config.topics[0])"
+    ) in str(rendered.value)
+
+
 def test_every_problem_of_every_resource_is_reported_at_once(tmp_path: Path) -> None:
     documents = _with_sink("quickstart.counts")
     documents[1]["spec"]["connector"]["config"]["streams"] = 0

@@ -9,7 +9,7 @@ themselves, they read them through the ``OffsetReader`` at start.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -48,6 +48,17 @@ class ConfigProblem:
 
     field: str
     message: str
+
+
+@dataclass(frozen=True)
+class KafkaRead:
+    """A Kafka topic a connector's tasks read, and the cluster they read it on."""
+
+    topic: str
+    bootstrap_servers: str
+    """The cluster's bootstrap servers, as the config gives them."""
+    field: str
+    """The key under ``spec.connector.config`` that names the topic (``topics[0]``)."""
 
 
 class OffsetReader(Protocol):
@@ -155,6 +166,18 @@ class SourceConnector(ABC):
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
         """True when tasks may drive the ``TransactionContext``."""
         return False
+
+    def kafka_reads(self, config: Mapping[str, Any]) -> list[KafkaRead]:
+        """The Kafka topics the tasks read with this ``config``, as a pure function of
+        it (no I/O). Onceflow judges its topic graph with them: a source reading what
+        its own pipeline writes can feed records round a cycle without end. Asked of
+        configs ``validate`` may refuse, so it returns the well-formed reads and never
+        raises. Default: a connector that reads no Kafka topic."""
+        return []
+
+
+ConnectorLookup = Callable[[str], SourceConnector]
+"""``spec.connector.type`` -> connector; raises LookupError saying what is installed."""
 
 
 @dataclass

@@ -38,6 +38,7 @@ from confluent_kafka import (
 from onceflow.api.connector import (
     ConfigProblem,
     ConnectorError,
+    KafkaRead,
     SourceConnector,
     SourceRecord,
     SourceTask,
@@ -328,3 +329,16 @@ class KafkaMirrorConnector(SourceConnector):
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         return True
+
+    def kafka_reads(self, config: Mapping[str, Any]) -> list[KafkaRead]:
+        """Each of ``topics`` on ``bootstrapServers``: mirrored into the pipeline's own
+        cluster, a topic the pipeline writes would come back round. A malformed config
+        reads what it names well (``validate`` refuses the rest)."""
+        bootstrap, topics = config.get("bootstrapServers"), config.get("topics")
+        if not (isinstance(bootstrap, str) and bootstrap.strip() and isinstance(topics, list)):
+            return []
+        return [
+            KafkaRead(topic, bootstrap, f"topics[{i}]")
+            for i, topic in enumerate(topics)
+            if isinstance(topic, str) and topic
+        ]

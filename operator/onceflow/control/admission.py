@@ -53,7 +53,7 @@ def review(
     verdict = _review_alone(resource, lookup, listing, policy)
     if not verdict.allowed:
         return verdict
-    graph = admission_problems(resource, listing)
+    graph = admission_problems(resource, listing, operator_loader(policy.connector_modules))
     return Verdict(graph, verdict.warnings) if graph else verdict
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
+from onceflow.api.connector import ConnectorLookup
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import Resource, ResourceRef
 from onceflow.api.spark import SparkJob
@@ -51,22 +52,27 @@ def _stored(listing: Listing) -> tuple[dict[ResourceRef, Resource], dict[Resourc
     return found, created
 
 
-def admission_problems(resource: Resource, listing: Listing) -> list[str]:
+def admission_problems(
+    resource: Resource, listing: Listing, connectors: ConnectorLookup
+) -> list[str]:
     """What the incoming object would break. For a Pipeline, its workloads' problems
     count too: a new bootstrap or prefix moves all their topics and ids. An update is
     refused only for problems it brings: an owner whose topic an intruder took past
-    the webhook can still scale or edit itself (the reconcilers hold the intruder)."""
+    the webhook can still scale or edit itself (the reconcilers hold the intruder).
+    ``connectors``: the operator's connector loader, asked what each source reads."""
     me = ResourceRef.of(resource)
     stored, _ = _stored(listing)
     previous = stored.pop(me, None)  # the stored version this one replaces
-    already = set(_problems_of(previous, stored)) if previous is not None else set()
-    return [p for p in _problems_of(resource, stored) if p not in already]
+    already = set(_problems_of(previous, stored, connectors)) if previous is not None else set()
+    return [p for p in _problems_of(resource, stored, connectors) if p not in already]
 
 
-def _problems_of(resource: Resource, stored: Mapping[ResourceRef, Resource]) -> list[str]:
+def _problems_of(
+    resource: Resource, stored: Mapping[ResourceRef, Resource], connectors: ConnectorLookup
+) -> list[str]:
     me = ResourceRef.of(resource)
     problems = []
-    for collision in find_collisions([*stored.values(), resource]):
+    for collision in find_collisions([*stored.values(), resource], connectors=connectors):
         if collision.resource == me:
             problems.append(str(collision.problem))
         elif isinstance(resource, Pipeline) and _of_pipeline(stored[collision.resource], resource):
@@ -82,7 +88,9 @@ def _of_pipeline(workload: Resource, pipeline: Pipeline) -> bool:
     )
 
 
-def standing_problems(ref: ResourceRef, listing: Listing) -> list[Problem]:
+def standing_problems(
+    ref: ResourceRef, listing: Listing, connectors: ConnectorLookup
+) -> list[Problem]:
     """The stored object's part in the graph's collisions, where it is the side held
     back (``logic.topic_claims``). Each is logged naming every side, which the
     tenant's message does not."""
@@ -100,7 +108,7 @@ def standing_problems(ref: ResourceRef, listing: Listing) -> list[Problem]:
         claim = claim_of(workload, pipeline, inputs)
         return workload.status is not None and workload.status.topic_claim == claim
 
-    mine = [c for c in find_collisions(stored.values()) if c.resource == ref]
+    mine = [c for c in find_collisions(stored.values(), connectors=connectors) if c.resource == ref]
     held = [c for c in mine if is_held(c, owns, created)]
     for collision in held:
         logger.warning("%s", collision.log_message)
@@ -114,6 +122,7 @@ def claim_topics(
     workload: KafkaSource | SparkJob,
     pipeline: Pipeline,
     source_topics: Mapping[str, str],
+    connectors: ConnectorLookup,
 ) -> Obj:
     """Records the workload's claim on its topics and ids once the graph allows it,
     and returns the object as written; stops the pass (Degraded, nothing started)
@@ -124,7 +133,7 @@ def claim_topics(
     status = obj.get("status") or {}
     if status.get(CLAIM_FIELD) == claim:
         return obj
-    problems = standing_problems(ResourceRef.of(workload), kube.list_objects)
+    problems = standing_problems(ResourceRef.of(workload), kube.list_objects, connectors)
     if problems:
         raise invalid_workload(problems)
     return kube.replace_status(plural, obj, {**status, CLAIM_FIELD: claim})

@@ -204,7 +204,7 @@ class SourceReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)
-        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {})
+        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, self.connectors)
         namespace, name = source.metadata.namespace, source.metadata.name
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.default_image, secret.name if secret else None)

@@ -53,6 +53,7 @@ from onceflow.model.spark_app import (
     job_configmap_name,
 )
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
+from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 
 PLURAL = "sparkjobs"
 # Drivers stop their query and executors on SIGTERM within seconds; the checkpoint
@@ -70,6 +71,12 @@ class SparkJobReconciler:
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
+
+    @property
+    def connectors(self) -> ConnectorLoader:
+        """For the topic graph: a source's connector may read what this job writes.
+        Entry points, and module references only from modules the platform allows."""
+        return operator_loader(self.policy.connector_modules)
 
     def _status(self, obj: Obj) -> SparkJobStatus:
         return SparkJobStatus.model_validate(obj.get("status") or {})
@@ -138,7 +145,7 @@ class SparkJobReconciler:
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         mode = require_current_mode(pipeline)
-        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics)
+        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics, self.connectors)
         return obj, job, pipeline, mode, settings
 
     def reconcile(self, namespace: str, name: str) -> bool:

@@ -10,9 +10,9 @@ and maps the problems to its own error in one line.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 
-from onceflow.api.connector import SourceConnector
+from onceflow.api.connector import ConnectorLookup
 from onceflow.api.errors import (
     PIPELINE_NOT_FOUND,
     SECRET_NOT_FOUND,
@@ -30,9 +30,6 @@ from onceflow.model.tasks import DesiredTasks, desired_tasks
 
 IN_MANIFESTS = "in the given manifests"
 """Where ``onceflow run`` and ``onceflow render`` look for what a workload refers to."""
-
-ConnectorLookup = Callable[[str], SourceConnector]
-"""``spec.connector.type`` -> connector; raises LookupError saying what is installed."""
 
 
 def missing_pipeline(name: str, where: str) -> Problem:

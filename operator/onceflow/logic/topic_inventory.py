@@ -3,22 +3,29 @@ producers' transactional ids: the names the tasks and drivers build (``model.nam
 ``model.spark_names``), gathered in one place so that ownership is judged on the
 very names that will be used.
 
-A source writes its records' topic and its offsets topic; a SparkJob reads its input
-topics (named, or its sources' topics) and writes its Kafka sink's topic and, with the
-exactly-once sink, a marker topic. Nothing else of Onceflow's writes to Kafka (the
-Postgres and files sinks keep their markers outside Kafka).
+A source writes its records' topic and its offsets topic, and reads the Kafka topics
+its connector declares (``SourceConnector.kafka_reads``: the mirror's, on the cluster
+its config names); a SparkJob reads its input topics (named, or its sources' topics)
+and writes its Kafka sink's topic and, with the exactly-once sink, a marker topic.
+Nothing else of Onceflow's writes to Kafka (the Postgres and files sinks keep their
+markers outside Kafka).
+
+Connectors are plugins, found by the caller (``ConnectorLookup``): this module asks
+them what they read and imports none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from onceflow.api.connector import ConnectorLookup, KafkaRead, SourceConnector
 from onceflow.api.manifests import ResourceRef
 from onceflow.api.pipeline import Pipeline
 from onceflow.api.source import KafkaSource
 from onceflow.api.spark import KafkaDelivery, SparkJob
+from onceflow.logic.kafka_clusters import Clusters
 from onceflow.logic.resource_set import ResourceSet
 from onceflow.model.names import SOURCE_TASK, offsets_topic, producer_id_stem
 from onceflow.model.spark_names import sink_marker_topic, sink_transactional_id_stem
@@ -36,7 +43,7 @@ class Role(StrEnum):
     MARKERS = "sink marker topic"
     """The exactly-once Kafka sink's batch markers."""
     INPUT = "input topic"
-    """Read by a SparkJob."""
+    """Read by a SparkJob, or by a KafkaSource's connector (the mirror)."""
 
     @property
     def writes(self) -> bool:
@@ -71,10 +78,36 @@ class IdUse:
     pipeline: str
 
 
+ConnectorReads = Mapping[ResourceRef, Sequence[KafkaRead]]
+"""The Kafka topics each KafkaSource's connector reads."""
+
+
+def connector_reads(
+    found: ResourceSet, connectors: ConnectorLookup
+) -> dict[ResourceRef, list[KafkaRead]]:
+    """What the connector of each KafkaSource with a Pipeline reads from Kafka. A
+    connector that is not installed reads nothing here (its resolver reports it), and
+    each type is looked up once (the operator's lookup scans entry points)."""
+    loaded: dict[str, SourceConnector | None] = {}
+    reads: dict[ResourceRef, list[KafkaRead]] = {}
+    for source in found.sources.values():
+        kind = source.spec.connector.type
+        if kind not in loaded:
+            try:
+                loaded[kind] = connectors(kind)
+            except LookupError:
+                loaded[kind] = None
+        connector = loaded[kind]
+        if connector is not None and found.pipeline_of(source) is not None:
+            reads[ResourceRef.of(source)] = connector.kafka_reads(source.spec.connector.config)
+    return reads
+
+
 def inventory(
-    found: ResourceSet, cluster_of: Callable[[Pipeline], str]
+    found: ResourceSet, clusters: Clusters, reads: ConnectorReads
 ) -> tuple[list[TopicUse], list[IdUse]]:
-    """Every topic each workload touches and the ids of its producers."""
+    """Every topic each workload touches and the ids of its producers. ``clusters``
+    knows every Pipeline's cluster and every bootstrap list of ``reads``."""
     topics: list[TopicUse] = []
     ids: list[IdUse] = []
     workloads: list[KafkaSource | SparkJob] = [*found.sources.values(), *found.spark_jobs.values()]
@@ -82,9 +115,10 @@ def inventory(
         pipeline = found.pipeline_of(workload)
         if pipeline is None:
             continue
-        cluster = cluster_of(pipeline)
+        cluster = clusters.of_pipeline(pipeline)
         if isinstance(workload, KafkaSource):
             topics += _source_topics(workload, pipeline, cluster)
+            topics += _connector_topics(workload, reads, clusters)
         else:
             topics += _job_topics(workload, pipeline, cluster, found.source_topics(workload))
         ids += _producer_ids(workload, pipeline, cluster)
@@ -114,6 +148,24 @@ def _source_topics(source: KafkaSource, pipeline: Pipeline, cluster: str) -> lis
     return [
         TopicUse(cluster, source.spec.topic, Role.OUTPUT, ref, "spec.topic"),
         TopicUse(cluster, offsets, Role.OFFSETS, ref, "spec.offsetsTopic", default),
+    ]
+
+
+def _connector_topics(
+    source: KafkaSource, reads: ConnectorReads, clusters: Clusters
+) -> list[TopicUse]:
+    """What its connector reads, on the cluster the connector's config names (which
+    may be its Pipeline's own)."""
+    ref = ResourceRef.of(source)
+    return [
+        TopicUse(
+            clusters.of_servers(read.bootstrap_servers),
+            read.topic,
+            Role.INPUT,
+            ref,
+            f"spec.connector.config.{read.field}",
+        )
+        for read in reads.get(ref, ())
     ]
 
 

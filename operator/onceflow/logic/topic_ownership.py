@@ -3,12 +3,13 @@ transactional id is, over every workload that shares a Kafka cluster (DESIGN 3.1
 
 The invariant: on one Kafka cluster, each topic Onceflow writes has one writer in one
 role, each transactional id belongs to one workload, and no record flows back into
-the job that wrote it. Each rule guards data, and none is visible from one resource:
+the workload that wrote it. Each rule guards data, and none is visible from one resource:
 - two writers of one topic mix their records, which readers and ``onceflow audit`` see
   as duplicates no fault caused;
 - records in a source's offsets topic or a sink's marker topic keep that source from
   starting (they are not offsets) or break that sink's replays;
-- a job whose output reaches its own input, directly or through other jobs, reads its
+- a workload whose output reaches its own input, directly or through other workloads
+  (jobs, and sources whose connector reads Kafka, as the mirror does), reads its
   records again forever;
 - producers sharing a transactional id fence each other and abort each other's
   transactions.
@@ -17,27 +18,31 @@ run`` are given, or every object the API server holds (admission, reconcilers).
 Reading a topic another workload writes is the pipeline itself, never a problem.
 
 Topics and ids are judged per Kafka cluster (``logic.kafka_clusters``), on the names
-the tasks and drivers will use (``logic.topic_inventory``).
+the tasks and drivers will use and the topics connectors declare they read
+(``logic.topic_inventory``). The caller says how to find connectors (a
+``ConnectorLookup``): this module imports none.
 
 Tenants share clusters but must not learn about each other: a problem's message names
-another resource only when it is in the same namespace, and otherwise says that the
-topic or id belongs to another namespace. Each ``Collision`` also carries the other
-resources, for the operator's log and events.
+another resource only when it is in the same namespace, and otherwise says only what
+it is (a job, an output topic) and that it belongs to another namespace; one function,
+``_as_told_to``, decides it for every message. Each ``Collision`` also carries the
+other resources, for the operator's log and events.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from onceflow.api.connector import ConnectorLookup
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.kafka_topics import topic_name_problem
 from onceflow.api.manifests import Resource, ResourceRef
 from onceflow.api.pipeline import Pipeline
-from onceflow.logic.kafka_clusters import cluster_keys
+from onceflow.logic.kafka_clusters import Clusters
 from onceflow.logic.resource_set import ResourceSet
-from onceflow.logic.topic_inventory import IdUse, Role, TopicUse, inventory
+from onceflow.logic.topic_inventory import IdUse, Role, TopicUse, connector_reads, inventory
 
 DUPLICATE_RESOURCE = "DuplicateResource"
 TOPIC_CONFLICT = "TopicConflict"
@@ -55,6 +60,8 @@ GRAPH_REASONS = frozenset(
 )
 """The reasons of a problem in the graph, as conditions carry them."""
 ANOTHER_NAMESPACE = "another namespace on this Kafka cluster"
+NOUN = {"SparkJob": "job", "KafkaSource": "source"}
+"""What a kind is called in a message."""
 
 # How to rename a topic Onceflow names itself (the user named the others in `field`).
 RENAME_HINT = {
@@ -82,7 +89,10 @@ class Collision:
 
 
 def find_collisions(
-    resources: Iterable[Resource], *, bootstrap_override: str | None = None
+    resources: Iterable[Resource],
+    *,
+    connectors: ConnectorLookup,
+    bootstrap_override: str | None = None,
 ) -> list[Collision]:
     """Every problem of the topic and transactional-id graph of ``resources``, one
     Collision per resource and problem, in the order the resources come.
@@ -98,19 +108,20 @@ def find_collisions(
     ``others`` name both sides for the log and an event.
 
     A workload whose Pipeline is not in the set is left out (the resolvers report it).
-    ``bootstrap_override``: one cluster for every Pipeline (``onceflow run
-    --bootstrap``).
+    ``connectors``: how the caller loads a KafkaSource's connector, asked which Kafka
+    topics it reads (a type it cannot load reads nothing here; the resolvers report
+    it). ``bootstrap_override``: one cluster for every Pipeline (``onceflow run
+    --bootstrap``); a connector reads the cluster its config names all the same.
     """
     listed = list(resources)
     found = ResourceSet.of(listed)
-    clusters = cluster_keys(
-        bootstrap_override or p.spec.kafka.bootstrap_servers for p in found.pipelines.values()
+    reads = connector_reads(found, connectors)
+    clusters = Clusters.of(
+        found.pipelines.values(),
+        (read.bootstrap_servers for declared in reads.values() for read in declared),
+        bootstrap_override,
     )
-
-    def cluster_of(pipeline: Pipeline) -> str:
-        return clusters[bootstrap_override or pipeline.spec.kafka.bootstrap_servers]
-
-    topics, ids = inventory(found, cluster_of)
+    topics, ids = inventory(found, clusters, reads)
     collisions = [
         *_duplicates(listed),
         *_invalid_names(topics),
@@ -118,22 +129,22 @@ def find_collisions(
         *_colliding_names(topics),
         *_cycles(topics),
         *_shared_ids(ids),
-        *_shared_prefixes(found.pipelines.values(), cluster_of),
+        *_shared_prefixes(found.pipelines.values(), clusters.of_pipeline),
     ]
     first = {ResourceRef.of(r): i for i, r in reversed(list(enumerate(listed)))}
     return sorted(collisions, key=lambda c: first[c.resource])
 
 
 def manifest_problems(
-    resources: Sequence[Resource], *, bootstrap_override: str | None = None
+    resources: Sequence[Resource],
+    *,
+    connectors: ConnectorLookup,
+    bootstrap_override: str | None = None,
 ) -> list[Problem]:
     """What ``onceflow render`` and ``onceflow run`` refuse in a manifest set, each
     problem labelled with its resource (one error reports them all)."""
-    return [
-        problem
-        for c in find_collisions(resources, bootstrap_override=bootstrap_override)
-        for problem in labelled(c.resource.label, [c.problem])
-    ]
+    found = find_collisions(resources, connectors=connectors, bootstrap_override=bootstrap_override)
+    return [problem for c in found for problem in labelled(c.resource.label, [c.problem])]
 
 
 def _visible(me: ResourceRef, other: ResourceRef) -> bool:
@@ -144,6 +155,44 @@ def _visible(me: ResourceRef, other: ResourceRef) -> bool:
 def _named(me: ResourceRef, other: ResourceRef) -> str:
     """``other`` as ``me``'s tenant may see it (only ever called for one namespace)."""
     return f"this {me.kind}" if other == me else f"{other.kind} {other.name!r}"
+
+
+Mention = tuple[ResourceRef, str, str]
+"""Another resource, the words that name it, and what it is ("a job")."""
+
+
+@dataclass(frozen=True)
+class Told:
+    """Other resources as one tenant may hear of them."""
+
+    named: tuple[str, ...]
+    """The words naming those of its own namespace: sorted, each once."""
+    hidden: tuple[str, ...]
+    """What those of other namespaces are ("a job"), never which: sorted, each once."""
+
+    def __str__(self) -> str:
+        """The named ones, then what the others are "of another namespace on this
+        Kafka cluster"."""
+        elsewhere = [f"{' and '.join(self.hidden)} of {ANOTHER_NAMESPACE}"] if self.hidden else []
+        return " and ".join([*self.named, *elsewhere])
+
+
+def _as_told_to(me: ResourceRef, mentions: Iterable[Mention]) -> Told:
+    """The one place that decides what ``me``'s tenant learns of other resources: the
+    words naming those of its own namespace, and only what the others are."""
+    named: set[str] = set()
+    hidden: set[str] = set()
+    for other, words, what in mentions:
+        if _visible(me, other):
+            named.add(words)
+        else:
+            hidden.add(what)
+    return Told(tuple(sorted(named)), tuple(sorted(hidden)))
+
+
+def _workload(me: ResourceRef, other: ResourceRef) -> Mention:
+    """A workload named as ``_named`` does, or said to be a job or a source."""
+    return (other, _named(me, other), f"a {NOUN[other.kind]}")
 
 
 def _duplicates(listed: Sequence[Resource]) -> list[Collision]:
@@ -214,19 +263,26 @@ def _shared_topics(uses: Iterable[TopicUse]) -> list[Collision]:
 
 
 def _taken(use: TopicUse, others: Sequence[TopicUse]) -> str:
+    """Who else writes the topic: by role and field in ``use``'s namespace, by role
+    alone elsewhere."""
     me = use.resource
-    known = [
-        f"the {o.role} of {_named(me, o.resource)} ({o.field})"
-        for o in others
-        if _visible(me, o.resource)
-    ]
-    foreign = sorted({o.role for o in others if not _visible(me, o.resource)})
+    told = _as_told_to(
+        me,
+        (
+            (
+                o.resource,
+                f"the {o.role} of {_named(me, o.resource)} ({o.field})",
+                o.role.with_article,
+            )
+            for o in others
+        ),
+    )
     said = []
-    if known:
-        said.append(f"topic {use.topic!r} is also {' and '.join(known)}")
-    if foreign:
-        roles = " and ".join(role.with_article for role in foreign)
-        said.append(f"topic {use.topic!r} belongs to {ANOTHER_NAMESPACE} ({roles} there)")
+    if told.named:
+        said.append(f"topic {use.topic!r} is also {' and '.join(told.named)}")
+    if told.hidden:
+        there = " and ".join(told.hidden)
+        said.append(f"topic {use.topic!r} belongs to {ANOTHER_NAMESPACE} ({there} there)")
     return "; ".join(said)
 
 
@@ -254,28 +310,28 @@ def _other_resources(me: ResourceRef, uses: Iterable[TopicUse | IdUse]) -> tuple
 def _colliding_names(uses: Sequence[TopicUse]) -> list[Collision]:
     """Kafka refuses to create a topic whose name differs from an existing one's only
     in '.' and '_' (their metric names would be one): the second workload's topic
-    creation fails on every start."""
+    creation fails on every start. Only written topics count: Onceflow creates those,
+    while a topic a workload only reads may never exist."""
     by_metric_name: dict[tuple[str, str], list[TopicUse]] = defaultdict(list)
     for use in uses:
-        by_metric_name[(use.cluster, use.topic.replace(".", "_"))].append(use)
+        if use.role.writes:
+            by_metric_name[(use.cluster, use.topic.replace(".", "_"))].append(use)
     collisions = []
     for group in by_metric_name.values():
-        for use in (u for u in group if u.role.writes):
+        for use in group:
             others = [o for o in group if o.topic != use.topic]
             if not others:
                 continue
             me = use.resource
-            known = sorted(
-                {
-                    f"{o.topic!r} ({o.role} of {_named(me, o.resource)})"
+            known = _as_told_to(
+                me,
+                (
+                    (o.resource, f"{o.topic!r} ({o.role} of {_named(me, o.resource)})", "a topic")
                     for o in others
-                    if _visible(me, o.resource)
-                }
+                ),
             )
-            if not all(_visible(me, o.resource) for o in others):
-                known.append(f"a topic of {ANOTHER_NAMESPACE}")
             message = (
-                f"topic {use.topic!r} differs from {' and '.join(known)} only in '.' and '_', "
+                f"topic {use.topic!r} differs from {known} only in '.' and '_', "
                 "and Kafka refuses to hold both (their metric names would be the same); "
                 "choose a name that differs otherwise"
             )
@@ -290,78 +346,175 @@ def _colliding_names(uses: Sequence[TopicUse]) -> list[Collision]:
 
 
 Edge = tuple[TopicUse, TopicUse]
-"""A job's sink use and the input use of a job that reads that topic."""
+"""A workload's write of a topic, and another's (or its own) read of that topic."""
+Graph = Mapping[ResourceRef, Sequence[Edge]]
+"""Each writer's edges to the readers of what it writes."""
 
 
 def _cycles(uses: Sequence[TopicUse]) -> list[Collision]:
-    """Jobs whose output comes back to their own input, directly or through others.
-    Sources read nothing Onceflow writes, so every cycle runs through jobs alone."""
-    sinks = defaultdict(list)
-    for use in uses:
-        if use.role is Role.SINK:
-            sinks[(use.cluster, use.topic)].append(use)
-    edges: dict[ResourceRef, list[Edge]] = defaultdict(list)
-    for use in uses:
-        if use.role is Role.INPUT:
-            for sink in sinks.get((use.cluster, use.topic), []):
-                edges[sink.resource].append((sink, use))
+    """Workloads whose writes come back to their own reads, directly or through
+    others. Every writer is a node: a job, and a source too, whose connector can read
+    what the pipeline writes (the mirror). The strongly connected components are found
+    once, in O(workloads + edges); each workload of one that loops is reported with a
+    cycle through it, so a large acyclic graph costs one pass."""
+    graph = _flow_graph(uses)
     collisions = []
-    for job in sorted(edges):
-        cycle = _shortest_cycle(job, edges)
-        if cycle:
-            others = {read.resource for _, read in cycle} - {job}
-            collisions.append(
-                Collision(
-                    job,
-                    Problem("spec.sink.kafka.topic", _cycle_message(job, cycle), PIPELINE_CYCLE),
-                    tuple(sorted(others)),
-                )
-            )
+    for component in _strong_components(graph):
+        for me, cycle in _cycle_through_each(component, graph).items():
+            write = cycle[0][0]
+            problem = Problem(write.field, _cycle_message(me, cycle), PIPELINE_CYCLE)
+            others = {read.resource for _, read in cycle} - {me}
+            collisions.append(Collision(me, problem, tuple(sorted(others))))
     return collisions
 
 
-def _shortest_cycle(start: ResourceRef, edges: dict[ResourceRef, list[Edge]]) -> list[Edge]:
-    """The fewest hops from ``start``'s sink back to its input (breadth first), or []."""
+def _flow_graph(uses: Iterable[TopicUse]) -> dict[ResourceRef, list[Edge]]:
+    """An edge from each writer of a topic (in any role: offsets and markers are
+    written per batch too) to each reader of it on the same cluster."""
+    readers: dict[tuple[str, str], list[TopicUse]] = defaultdict(list)
+    writes = []
+    for use in uses:
+        if use.role.writes:
+            writes.append(use)
+        else:
+            readers[(use.cluster, use.topic)].append(use)
+    graph: dict[ResourceRef, list[Edge]] = defaultdict(list)
+    for write in writes:
+        graph[write.resource] += (
+            (write, read) for read in readers.get((write.cluster, write.topic), ())
+        )
+    return graph
+
+
+def _strong_components(graph: Graph) -> list[list[ResourceRef]]:
+    """Tarjan's strongly connected components, iterative: a chain of thousands of jobs
+    would pass Python's recursion limit. Each node and edge is visited once."""
+    order: dict[ResourceRef, int] = {}
+    low: dict[ResourceRef, int] = {}
+    stack: list[ResourceRef] = []
+    on_stack: set[ResourceRef] = set()
+    components: list[list[ResourceRef]] = []
+
+    def enter(node: ResourceRef) -> tuple[ResourceRef, Iterator[Edge]]:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        return node, iter(graph.get(node, ()))
+
+    for root in list(graph):
+        if root in order:
+            continue
+        path = [enter(root)]
+        while path:
+            node, edges = path[-1]
+            for _, read in edges:
+                successor = read.resource
+                if successor not in order:
+                    path.append(enter(successor))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], order[successor])
+            else:
+                path.pop()
+                if path:
+                    parent = path[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == order[node]:
+                    components.append(_pop_component(node, stack, on_stack))
+    return components
+
+
+def _pop_component(
+    root: ResourceRef, stack: list[ResourceRef], on_stack: set[ResourceRef]
+) -> list[ResourceRef]:
+    """The component ``root`` heads: the stack down to it."""
+    component = []
+    while True:
+        node = stack.pop()
+        on_stack.discard(node)
+        component.append(node)
+        if node == root:
+            return component
+
+
+def _cycle_through_each(
+    component: Collection[ResourceRef], graph: Graph
+) -> dict[ResourceRef, list[Edge]]:
+    """One cycle through each workload of a component that loops (none for a single
+    workload without an edge to itself): its own edge to itself, else a shortest
+    cycle from it within the component, which also serves, rotated, each workload it
+    passes that has none yet (a ring of n jobs costs one search, not n)."""
+    members = set(component)
+    cycles: dict[ResourceRef, list[Edge]] = {}
+    for node in sorted(members):
+        own = [edge for edge in graph.get(node, ()) if edge[1].resource == node]
+        if own:
+            cycles[node] = own[:1]
+        elif node not in cycles and len(members) > 1:
+            cycle = _shortest_cycle(node, graph, members)
+            for i, (write, _) in enumerate(cycle):
+                cycles.setdefault(write.resource, cycle[i:] + cycle[:i])
+    return dict(sorted(cycles.items()))
+
+
+def _shortest_cycle(
+    start: ResourceRef, graph: Graph, within: Collection[ResourceRef]
+) -> list[Edge]:
+    """The fewest hops from ``start``'s writes back to its reads, breadth first over
+    the workloads ``within`` its component (every cycle through it stays there)."""
     came_by: dict[ResourceRef, Edge] = {}
     queue = deque([start])
     while queue:
-        job = queue.popleft()
-        for edge in edges.get(job, []):
+        node = queue.popleft()
+        for edge in graph.get(node, ()):
             reader = edge[1].resource
             if reader == start:
-                path = [edge]
-                while path[0][0].resource != start:
-                    path.insert(0, came_by[path[0][0].resource])
-                return path
-            if reader not in came_by:
+                return _path_to(start, edge, came_by)
+            if reader in within and reader not in came_by:
                 came_by[reader] = edge
                 queue.append(reader)
     return []
 
 
+def _path_to(start: ResourceRef, last: Edge, came_by: Mapping[ResourceRef, Edge]) -> list[Edge]:
+    """The edges from ``start`` ending with ``last``, followed back through ``came_by``."""
+    path = [last]
+    while path[-1][0].resource != start:
+        path.append(came_by[path[-1][0].resource])
+    return path[::-1]
+
+
+REREAD = {
+    "SparkJob": "each batch reads the job's own output again",
+    "KafkaSource": "each record the source writes is read and written again",
+}
+"""Why a workload that reads its own output never stops, by kind."""
+
+
 def _cycle_message(me: ResourceRef, cycle: Sequence[Edge]) -> str:
-    sink, read = cycle[0]
+    write, read = cycle[0]
+    noun = NOUN[me.kind]
     if len(cycle) == 1:
         return (
-            f"topic {sink.topic!r} is also this job's input ({read.field}): each batch reads "
-            "the job's own output again, and the topic grows without end; write to a topic "
-            "the job does not read"
+            f"topic {write.topic!r} is also this {noun}'s input ({read.field}): "
+            f"{REREAD[me.kind]}, and the topic grows without end; write to a topic the "
+            f"{noun} does not read"
         )
-    hops = [f"topic {sink.topic!r} is read by {_job_named(me, read.resource)}"]
-    for sink, read in cycle[1:]:
-        topic = repr(sink.topic) if _visible(me, sink.resource) else "a topic"
-        reader = _job_named(me, read.resource)
-        if read.resource == me:
-            reader = f"this job ({read.field})"
-        hops.append(f"which writes {topic}, read by {reader}")
+    hops = [f"topic {write.topic!r} is read by {_reader(me, read)}"]
+    for write, read in cycle[1:]:
+        topic = repr(write.topic) if _visible(me, write.resource) else "a topic"
+        hops.append(f"which writes {topic}, read by {_reader(me, read)}")
     return (
         f"{', '.join(hops)}: records go round this cycle without end; write to a topic no "
-        "job of the cycle reads"
+        "workload of the cycle reads"
     )
 
 
-def _job_named(me: ResourceRef, job: ResourceRef) -> str:
-    return _named(me, job) if _visible(me, job) else f"a job of {ANOTHER_NAMESPACE}"
+def _reader(me: ResourceRef, read: TopicUse) -> str:
+    """Who reads a topic of ``me``'s cycle, as ``me``'s tenant may hear of it."""
+    if read.resource == me:
+        return f"this {NOUN[me.kind]} ({read.field})"
+    return str(_as_told_to(me, [_workload(me, read.resource)]))
 
 
 def _shared_ids(uses: Iterable[IdUse]) -> list[Collision]:
@@ -375,12 +528,9 @@ def _shared_ids(uses: Iterable[IdUse]) -> list[Collision]:
             if not others:
                 continue
             me = use.resource
-            known = sorted({_named(me, o.resource) for o in others if _visible(me, o.resource)})
-            said = [f"also those of {' and '.join(known)}"] if known else []
-            if not all(_visible(me, o.resource) for o in others):
-                said.append(f"belong to {ANOTHER_NAMESPACE}")
+            said = _as_told_to(me, (_workload(me, o.resource) for o in others))
             message = (
-                f"its producers' transactional ids ({use.stem}<n>) {' and '.join(said)}: "
+                f"its producers' transactional ids ({use.stem}<n>) are also those of {said}: "
                 "producers sharing an id fence each other and abort each other's "
                 f"transactions; give Pipeline {use.pipeline!r} a spec.transactionalIdPrefix "
                 "of its own"

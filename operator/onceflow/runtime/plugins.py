@@ -59,7 +59,10 @@ def load_connector(
                 f"unknown connector {type_name!r}; installed: "
                 f"{', '.join(available_connectors()) or 'none'} (or use package.module:Class)"
             )
-        target = matches[0].load()
+        try:
+            target = matches[0].load()
+        except (ImportError, AttributeError) as error:  # a broken plugin, named as such
+            raise UnknownConnectorError(f"cannot load connector {type_name!r} ({error})") from None
     if not (isinstance(target, type) and issubclass(target, SourceConnector)):
         raise UnknownConnectorError(f"{type_name!r} is not a SourceConnector subclass")
     return target()

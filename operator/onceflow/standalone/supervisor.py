@@ -166,7 +166,9 @@ def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: P
             problems += labelled(ResourceRef.of(job).label, planned_job)
         else:
             jobs.append(planned_job)
-    problems += manifest_problems(manifests.resources, bootstrap_override=bootstrap_override)
+    problems += manifest_problems(
+        manifests.resources, connectors=load_connector, bootstrap_override=bootstrap_override
+    )
     if problems:
         raise InvalidResourceError(MANIFESTS, problems)
     if not planned and not jobs:
