@@ -42,12 +42,23 @@ class ConnectorError(RuntimeError):
     instead of guessing, and restarts from its committed offsets."""
 
 
+# The other fix of a problem that only takes exactly-once away: trade it for running.
+EXACTLY_ONCE_WAIVER = (
+    "or, to run it without exactly-once, set spec.exactlyOnceSupport: requested instead of required"
+)
+
+
 @dataclass(frozen=True)
 class ConfigProblem:
     """A connector config error: ``field`` is the key under ``spec.connector.config``."""
 
     field: str
     message: str
+    exactly_once_only: bool = False
+    """The source can run as configured, only not exactly-once (a polling query pointed
+    at a read replica): refused under ``exactlyOnceSupport: required``, logged and run
+    without exactly-once under ``requested``, as a config the connector declares no
+    exactly-once support for is."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,25 @@ class TaskContext:
     secrets: Mapping[str, str] = field(default_factory=dict)
     """The keys of ``spec.connector.secretRef`` (credentials of the source system):
     mounted into the task, never part of ``config``."""
+    exactly_once_required: bool = False
+    """``spec.exactlyOnceSupport`` is ``required``: a task that finds at start what its
+    connector's ``check`` reports as ``exactly_once_only`` (the system changed since,
+    or a restart reached another server) stops with a ``ConnectorError`` naming the
+    setting instead of running without exactly-once."""
+
+    def refuse_or_warn(self, problem: ConfigProblem) -> str:
+        """For a task that finds at start what its connector's ``check`` reports as
+        ``exactly_once_only``: raises a ``ConnectorError`` naming the setting when the
+        source requires exactly-once, else returns the warning to log before the task
+        runs without it (the same rule as ``logic.preflight.judge_source_check``)."""
+        if self.exactly_once_required:
+            raise ConnectorError(
+                f"config.{problem.field}: {problem.message}; {EXACTLY_ONCE_WAIVER}"
+            )
+        return (
+            f"config.{problem.field}: {problem.message}; the task runs without exactly-once "
+            "(spec.exactlyOnceSupport is requested)"
+        )
 
 
 class SourceTask(ABC):
@@ -146,7 +176,10 @@ class SourceConnector(ABC):
         unreachable cluster, a missing directory), found by asking it with a valid
         ``config``. Runs before a generation's tasks start, so a config that cannot run
         writes nothing; ``shares_task_filesystem`` says whether the caller sees the
-        files the tasks will (``onceflow run``) or not (the operator's pod)."""
+        files the tasks will (``onceflow run``) or not (the operator's pod). A problem
+        marked ``exactly_once_only`` refuses only a source that requires exactly-once:
+        what the system is (a replica) can take away what ``exactly_once_support``
+        declared for the config alone."""
         return []
 
     @abstractmethod

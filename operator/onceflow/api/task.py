@@ -13,7 +13,7 @@ from pydantic import Field
 
 from onceflow.api.base import ApiModel
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.source import TransactionBoundary
+from onceflow.api.source import ExactlyOnceSupport, TransactionBoundary
 
 
 class FileAuthority(ApiModel):
@@ -70,6 +70,12 @@ class TaskSettings(ApiModel):
         default=None,
         description="Directory of the connector's Secret (``spec.connector.secretRef``), "
         "one file per key: the task hands the keys to the connector as its secrets.",
+    )
+    exactly_once_support: ExactlyOnceSupport = Field(
+        default=ExactlyOnceSupport.REQUESTED,
+        description="The source's spec.exactlyOnceSupport: under required, a task that "
+        "finds at start that its system cannot give exactly-once stops with an error "
+        "(requested: settings of an older operator, which did not say).",
     )
     transaction_boundary: TransactionBoundary = TransactionBoundary.POLL
     transaction_interval_ms: int = Field(default=1000, ge=1)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
@@ -37,6 +37,11 @@ REPLICATION_FACTOR = 3
 
 class OffsetsTopicError(ValueError):
     """An existing offsets topic cannot keep offsets safely; nothing was read from it."""
+
+
+class OffsetsCarryError(RuntimeError):
+    """The broker refused offsets copied to a renamed offsets topic: the step that
+    copies them (the fence of the old generation) has not happened."""
 
 
 def _canonical(value: Any) -> bytes:
@@ -201,10 +206,49 @@ def carry_offsets(
     write (fenced or gone); repeating it is harmless. Returns the partitions copied."""
     stored = read_offsets(bootstrap, old_topic, owner, legacy_owner=legacy_owner, extra=extra)
     ensure_offsets_topic(bootstrap, new_topic, extra)
-    producer = Producer({**client_config(bootstrap, extra), "enable.idempotence": True})
+    # A refused record comes back through its delivery report, not through flush():
+    # flush only counts what is still queued, and a refused record is not.
+    refused: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            refused.append(error)
+
+    producer = Producer(
+        {**client_config(bootstrap, extra), "enable.idempotence": True, "on_delivery": delivered}
+    )
     for partition, offset in stored.by_partition.items():
         key = _canonical([owner, json.loads(partition)])
         producer.produce(new_topic, value=offset_value(offset), key=key)
-    if producer.flush(30) > 0:
-        raise TimeoutError(f"copying offsets to {new_topic!r} did not finish in 30 s")
+    # 30 s: the copy is a handful of small records. Whatever fails, the fence is not
+    # recorded, and the next try (the operator's next pass, or `onceflow run` started
+    # again) repeats the whole copy, which is idempotent.
+    failure = carry_failure(new_topic, len(stored.by_partition), refused, producer.flush(30))
+    if failure is not None:
+        raise failure
     return len(stored.by_partition)
+
+
+def carry_failure(
+    topic: str, copied: int, refused: Sequence[KafkaError], unsent: int
+) -> Exception | None:
+    """Why copying ``copied`` offset records to ``topic`` did not finish, given the
+    delivery errors and what ``flush`` left queued; None when every record landed. A
+    refusal is named (``OffsetsCarryError``): counting it as carried would record the
+    fence as done and start the next generation from an empty topic (a replay from the
+    beginning). Records only still queued are a ``TimeoutError``: the broker was slow."""
+    if refused:
+        first = refused[0]
+        return OffsetsCarryError(
+            f"copying offsets to {topic!r}: the broker refused {len(refused)} of {copied} "
+            f"offset record(s) ({first.name()}: {first.str()}); the old generation is not "
+            "recorded as fenced and the next try copies again: fix what refuses the write "
+            "(a missing WRITE ACL on the topic for this client, the topic's "
+            "max.message.bytes, a topic policy)"
+        )
+    if unsent > 0:
+        return TimeoutError(
+            f"copying offsets to {topic!r} did not finish in 30 s ({unsent} of {copied} "
+            "offset record(s) still queued)"
+        )
+    return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
-from onceflow.api.source import KafkaSource
+from onceflow.api.source import ExactlyOnceSupport, KafkaSource
 from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
 from onceflow.model.names import offsets_topic, task_transactional_ids
 from onceflow.model.objects import CONNECTOR_SECRET_MOUNT
@@ -65,6 +65,14 @@ class DesiredTasks:
             boundary=spec.transaction_boundary.value,
             interval=spec.transaction_interval_ms,
             timeout=spec.transaction_timeout,
+            # Tasks act on it at start (TaskSettings.exactly_once_support), so a change
+            # needs a new generation. Named only when required: the digests of sources
+            # under the default stay what they were before tasks were told.
+            **(
+                {"support": spec.exactly_once_support.value}
+                if spec.exactly_once_support is ExactlyOnceSupport.REQUIRED
+                else {}
+            ),
         )
 
     @property
@@ -114,6 +122,7 @@ class DesiredTasks:
                 connector_type=spec.connector.type,
                 connector_config=dict(config),
                 connector_secret_dir=CONNECTOR_SECRET_MOUNT if spec.connector.secret_ref else None,
+                exactly_once_support=spec.exactly_once_support,
                 transaction_boundary=spec.transaction_boundary,
                 transaction_interval_ms=spec.transaction_interval_ms,
                 transaction_timeout_ms=spec.transaction_timeout,

@@ -1,15 +1,21 @@
 """Asking a source's system whether the source can run (its connector's ``check``)
 before any of its tasks starts: a missing table, privilege, directory or cluster is
 reported against the field to fix, and nothing is written to Kafka for a source
-that could not have read anything."""
+that could not have read anything. What only takes exactly-once away (a polling
+query pointed at a read replica) refuses a source that requires exactly-once and is
+logged for one that merely requests it (``logic.preflight.judge_source_check``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from onceflow.api.errors import Problem
 from onceflow.api.source import KafkaSourceSpec
+from onceflow.logic.preflight import judge_source_check
 from onceflow.runtime.plugins import ConnectorLoader, load_connector
+
+log = logging.getLogger(__name__)
 
 SOURCE_SYSTEM_REFUSED = "SourceSystemRefused"
 
@@ -35,7 +41,15 @@ def source_system_problems(
                 reason=SOURCE_SYSTEM_REFUSED,
             )
         ]
+    verdict = judge_source_check(spec.exactly_once_support, found)
+    for waived in verdict.waived:
+        log.warning(
+            "spec.connector.config.%s: %s; the source runs without exactly-once "
+            "(spec.exactlyOnceSupport is requested)",
+            waived.field,
+            waived.message,
+        )
     return [
         Problem(f"spec.connector.config.{p.field}", p.message, reason=SOURCE_SYSTEM_REFUSED)
-        for p in found
+        for p in verdict.refusals
     ]

@@ -33,7 +33,7 @@ from onceflow.api.connector import (
     TaskContext,
     TransactionRequest,
 )
-from onceflow.api.source import TransactionBoundary
+from onceflow.api.source import ExactlyOnceSupport, TransactionBoundary
 from onceflow.api.task import TaskSettings
 from onceflow.eos.clients import admin_client, mounted_secret
 from onceflow.eos.offsets import (
@@ -178,6 +178,9 @@ class TaskRunner:
                 offsets=offsets,
                 transactions=txn,
                 secrets=mounted_secret(self.settings.connector_secret_dir),
+                exactly_once_required=(
+                    self.settings.exactly_once_support is ExactlyOnceSupport.REQUIRED
+                ),
             )
         )
         return task

@@ -10,7 +10,10 @@ that moment has ended (their virtual transaction ids in ``pg_locks``, and prepar
 transactions, both readable by any user), because only those can still commit a
 smaller value. Rows whose ordering column is null are never read (they have no place
 in the order). Under ``incrementing`` with values from a
-sequence or identity column (``CACHE 1``, the default) this makes the mode exactly-once.
+sequence or identity column (``CACHE 1``, the default) this makes the mode exactly-once,
+on a primary only: a hot standby lists none of the primary's transactions, so a task
+pointed at one stops under ``exactlyOnceSupport: required`` and warns otherwise
+(``server_checks.standby_problem``).
 
 ``timestamp+incrementing`` also sees updated rows (their timestamp moves), but a row
 updated twice between polls shows only its last version and a row whose timestamp is
@@ -30,6 +33,7 @@ from psycopg import sql
 from onceflow.api.connector import ConnectorError, SourceRecord, SourceTask, TaskContext
 from onceflow.connectors.postgres.catalog import Table, describe, text_columns
 from onceflow.connectors.postgres.change_records import encode, row_object
+from onceflow.connectors.postgres.server_checks import in_recovery, standby_problem
 from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,11 @@ class QueryTask(SourceTask):
         )
         self.conn = connect(config["url"], context.secrets, "onceflow-query")
         try:
+            # Asked again here, not only by the check: a restart can reach another
+            # server behind the same url (a failover, a list of hosts).
+            standby = standby_problem(config["mode"], in_recovery(self.conn))
+            if standby is not None:
+                log.warning("task %s: %s", context.task_id, context.refuse_or_warn(standby))
             self.tables = [self._polled(name, order) for name in config["tables"]]
         except BaseException:
             self.conn.close()

@@ -1,7 +1,8 @@
 """What the database must offer a source, asked before any task starts (``check``) and
 again by the task itself: readable tables with primary keys, logical WAL, a user with
-REPLICATION, a publication and slot that fit. Each answer names the setting and the
-statement that fixes it."""
+REPLICATION, a publication and slot that fit, and for the polling modes a primary
+rather than a hot standby. Each answer names the setting and the statement that fixes
+it."""
 
 from __future__ import annotations
 
@@ -33,6 +34,34 @@ def slot_problem(conn: psycopg.Connection[Any], slot: str) -> SettingError | Non
             "another name",
         )
     return None
+
+
+def in_recovery(conn: psycopg.Connection[Any]) -> bool:
+    """True on a hot standby (a read replica), which replays the primary's WAL."""
+    (recovering,) = conn.execute("SELECT pg_is_in_recovery()").fetchone() or (False,)
+    return bool(recovering)
+
+
+def standby_problem(mode: str, recovering: bool) -> ConfigProblem | None:
+    """A polling mode cannot be exactly-once on a hot standby. Its high-water mark waits
+    for the transactions running when it was taken (``pg_locks``, ``pg_prepared_xacts``),
+    and on a standby those list only the standby's own read-only sessions: a row that
+    takes a smaller value on the primary and commits after a larger one was read is
+    skipped for good. The primary's transaction ids (``pg_current_snapshot()``) would
+    not close the hole either: a transaction can draw its value from the sequence
+    before it has an id. CDC decodes the WAL in commit order wherever it is decoded,
+    so it is not concerned."""
+    if not recovering or mode == "cdc":
+        return None
+    order = "incrementingColumn" if mode == "incrementing" else "timestampColumn"
+    return ConfigProblem(
+        "url",
+        f"the server is a hot standby (pg_is_in_recovery() is true), where mode {mode} "
+        "sees only the standby's own running transactions, not the primary's: a row "
+        f"whose {order} value commits on the primary after a larger one was read would "
+        "be skipped for good; point url at the primary",
+        exactly_once_only=True,
+    )
 
 
 def refused_replication(error: str, secrets: Mapping[str, str]) -> SettingError:
@@ -71,14 +100,14 @@ def replication_problems(conn: psycopg.Connection[Any]) -> list[SettingError]:
 def source_problems(config: Mapping[str, Any], secrets: Mapping[str, str]) -> list[ConfigProblem]:
     merged = {**DEFAULTS, **config}
     try:
-        return [error.problem for error in _problems(merged, secrets)]
+        return _problems(merged, secrets)
     except SettingError as error:
         return [error.problem]
     except psycopg.Error as error:
         return [ConfigProblem("url", f"asking the database failed: {masked(str(error), secrets)}")]
 
 
-def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[SettingError]:
+def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[ConfigProblem]:
     cdc = merged["mode"] == "cdc"
     found: list[SettingError] = []
     with connect(merged["url"], secrets, "onceflow-check") as conn:
@@ -89,7 +118,9 @@ def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[Set
             except SettingError as error:
                 found.append(error)
         if not cdc:
-            return found + _column_problems(merged, tables)
+            standby = standby_problem(merged["mode"], in_recovery(conn))
+            problems = [e.problem for e in found + _column_problems(merged, tables)]
+            return problems + ([standby] if standby else [])
         found += replication_problems(conn)
         if len(tables) == len(merged["tables"]):
             publication = merged["publication"] or merged["slot"]
@@ -97,7 +128,7 @@ def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[Set
         found += filter(None, [slot_problem(conn, merged["slot"])])
     if not found:
         found += filter(None, [_replication_connection_problem(merged["url"], secrets)])
-    return found
+    return [error.problem for error in found]
 
 
 def _column_problems(merged: Mapping[str, Any], tables: list[Table]) -> list[SettingError]:
