@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
+from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
 SUPERVISOR_PID_HELP = "exit (SIGTERM) when this parent process dies (set by onceflow run)"
@@ -39,9 +38,8 @@ def _cmd_task(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from onceflow.standalone.supervisor import StateDirLockedError, Supervisor
 
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    # The supervisor fences and reads offsets with blocking client calls on this thread.
+    stop = stop_on_signals()
     supervisor = Supervisor(
         [Path(p) for p in args.manifests],
         bootstrap=args.bootstrap,
@@ -295,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A child of `onceflow run` starts with its parent's stop signals blocked.
+    unblock_inherited_stop_signals()
     args = build_parser().parse_args(argv)
     code: int = args.handler(args)
     return code

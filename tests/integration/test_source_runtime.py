@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
+import time
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.eos.offsets import ensure_offsets_topic, offset_key, offset_value, read_offsets
+from onceflow.eos.offsets import (
+    OffsetsCarryError,
+    carry_offsets,
+    ensure_offsets_topic,
+    offset_key,
+    offset_value,
+    read_offsets,
+)
 from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
@@ -25,6 +41,7 @@ from tests.support.tasks import (
     only_task,
     plan,
 )
+from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -195,3 +212,150 @@ def test_a_new_offsets_topic_has_one_compacted_partition(kafka_bootstrap: str) -
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["cleanup.policy"].value == "compact"
+
+
+def test_offsets_the_broker_refuses_are_not_counted_as_carried(kafka_bootstrap: str) -> None:
+    """A renamed offsets topic that refuses the copied records (here its
+    max.message.bytes is below an offset's size; a missing WRITE ACL or a topic policy
+    answers through the same delivery report) fails the copy, naming the topic and the
+    broker's error: flush() alone saw nothing queued and the copy used to count as done,
+    recording the old generation as fenced while the new one read an empty topic. Once
+    the topic takes the record, the same copy lands."""
+    owner = f"ns/carried-{uuid.uuid4().hex[:6]}"
+    old, new = (f"offsets-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    ensure_offsets_topic(kafka_bootstrap, old)
+    offset = {"path": "/data/in/" + "x" * 5000, "position": 42}
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(old, offset_value(offset), offset_key(owner, {"file": "a"}))
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    small = {"cleanup.policy": "compact", "max.message.bytes": "2000"}
+    admin.create_topics([NewTopic(new, 1, 1, config=small)])[new].result(30)
+
+    with pytest.raises(OffsetsCarryError, match=rf"copying offsets to '{new}': the broker refused"):
+        carry_offsets(kafka_bootstrap, old, new, owner)
+    assert read_offsets(kafka_bootstrap, new, owner).by_partition == {}
+
+    room = ConfigEntry("max.message.bytes", "1048588", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, new, incremental_configs=[room])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def carried() -> bool:
+        # The broker applies a topic's new config a moment after answering the change.
+        try:
+            return carry_offsets(kafka_bootstrap, old, new, owner) == 1
+        except OffsetsCarryError:
+            return False
+
+    wait_for(carried, 30, f"the copy to {new} once its max.message.bytes has room")
+    assert read_offsets(kafka_bootstrap, new, owner).offset({"file": "a"}) == offset
+
+
+def _broker_pid() -> int:
+    """The test bed's broker, from the pid file ``scripts/kafka.sh up`` writes; a broker
+    started some other way cannot be paused from here."""
+    state = Path(os.environ.get("ONCEFLOW_STATE", str(ROOT / ".onceflow")))
+    pidfile = state / "kafka" / "broker.pid"
+    try:
+        pid = int(pidfile.read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        pytest.skip(f"the broker was not started by scripts/kafka.sh (no live pid in {pidfile})")
+    return pid
+
+
+def _signal_pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` was sent to the process and no thread of it has taken it yet."""
+    bit = 1 << (signum - 1)
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("ShdPnd", "SigPnd") and int(value, 16) & bit:
+            return True
+    return False
+
+
+class _CommitsStalled:
+    """True once the task's count of committed transactions has not moved for
+    ``quiet_s``: while the broker answers, a task committing at every 10 ms poll moves
+    it many times a second. Read from the metrics endpoint, whose thread answers while
+    the task's main thread waits in a client call."""
+
+    def __init__(self, port: int, quiet_s: float) -> None:
+        self.port, self.quiet_s = port, quiet_s
+        self.count: float | None = None
+        self.since = time.monotonic()
+
+    def committed(self) -> float:
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as page:
+            text = page.read().decode()
+        (line,) = (
+            line
+            for line in text.splitlines()
+            if line.startswith("onceflow_source_transactions_committed_total{")
+        )
+        return float(line.rsplit(" ", 1)[1])
+
+    def __call__(self) -> bool:
+        count = self.committed()
+        if count != self.count:
+            self.count, self.since = count, time.monotonic()
+        return time.monotonic() - self.since >= self.quiet_s
+
+
+def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Issue 26, item 8: a task SIGTERMed while its ``commit_transaction`` was blocked
+    ended in a ``SystemError`` and exit 1, because its signal handler ran inside the
+    client call. The broker is frozen (SIGSTOP) so the commit blocks, the SIGTERM is
+    taken while it does, and only then does the broker resume: the commit completes,
+    the task stops on the request with exit 0 and nothing of the kind in its log, and
+    what it committed is there exactly once. The broker is frozen for a few seconds
+    only, and resumed whatever happens."""
+    broker = _broker_pid()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    desired = plan(
+        kafka_bootstrap, tasks_max=1, config={"streams": 1, "batchSize": 10, "pollIntervalMs": 10}
+    )
+    settings = only_task(desired, tmp_path).model_copy(update={"metrics_port": port})
+    task = TaskProcess(settings, tmp_path).start()
+    try:
+        wait_for(lambda: committed_offsets(desired).get("s0", 0) > 0, 60, "a first commit")
+        assert task.process is not None
+        pid = task.process.pid
+        stalled = _CommitsStalled(port, quiet_s=1.0)
+        os.kill(broker, signal.SIGSTOP)
+        try:
+            # Polls and sends never wait for the broker: a commit is the one call that
+            # does, so a task that stopped committing sits in commit_transaction.
+            wait_for(stalled, 20, "the task's commit to block on the frozen broker")
+            task.signal(signal.SIGTERM)
+            wait_for(
+                lambda: not _signal_pending(pid, signal.SIGTERM),
+                10,
+                "the task to take the SIGTERM while its commit is blocked",
+            )
+            assert task.alive, "the stop request must not cut the blocked commit short"
+            assert stalled(), "the commit must still be blocked when the SIGTERM is taken"
+        finally:
+            os.kill(broker, signal.SIGCONT)
+        assert task.wait(90) == ExitCode.STOPPED, task.log_path.read_text()[-3000:]
+    finally:
+        if task.alive:
+            task.kill()
+    log = task.log_path.read_text()
+    assert "SystemError" not in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert "SIGTERM received: stopping after the current call" in log, log[-3000:]
+    assert task.progress[-1]["event"] == "exit", task.progress[-3:]
+    assert task.progress[-1]["code"] == ExitCode.STOPPED, task.progress[-3:]
+
+    last = committed_offsets(desired)["s0"]
+    pairs, unparsable = read_sequences(
+        kafka_bootstrap, desired.source.spec.topic, key_field="stream", seq_field="seq"
+    )
+    report = audit_sequences(pairs, expect=last, key_count=1, unparsable=unparsable)
+    assert report.ok, report

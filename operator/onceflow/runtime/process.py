@@ -1,7 +1,9 @@
 """``onceflow task``: the process a task pod (or ``onceflow run``) starts.
 
 stdout carries one JSON progress line per second at most, for whoever supervises the
-process; logs go to stderr. SIGTERM and SIGINT stop the task gracefully.
+process; logs go to stderr. SIGTERM and SIGINT stop the task gracefully; they are taken
+by a thread of their own (``runtime.stop_signals``), never by a handler that could run
+inside a blocking client call.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from onceflow.api.task import TaskSettings
 from onceflow.eos.clients import mounted_secret
 from onceflow.runtime.authority import authority_from
 from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.stop_signals import stop_on_signals
 from onceflow.runtime.task import ExitCode, TaskRunner
 
 # Progress lines are for humans and dashboards; more than one a second is noise.
@@ -72,9 +74,10 @@ def run_task_process(settings_path: str) -> int:
     settings = with_mounted_kafka_config(
         TaskSettings.model_validate_json(Path(settings_path).read_text())
     )
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    # Not earlier: a signal while the settings are read ends the process at once, as
+    # nothing has been written. Not later: every thread (progress printer, metrics
+    # server, the connector's) must be started with the signals already blocked.
+    stop = stop_on_signals()
     printer = ThrottledPrinter()
     runner = TaskRunner(
         settings,
