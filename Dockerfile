@@ -4,21 +4,35 @@
 # BASE is a Debian bookworm rootfs. Elsewhere the default pulls Debian's own image;
 # the test bed, which reaches no image registry, builds the same rootfs from Debian's
 # packages (scripts/image.sh) and passes it in.
+#
+# The stages are ordered by how often their inputs change, so that a code change
+# rebuilds only the last, small layer (seconds) and reuses the 2 GB below it:
+# toolchain (no inputs) -> deps (the dependency list and the jar scripts) -> runtime
+# (the JRE and the user) -> the package itself.
 ARG BASE=docker.io/library/debian:bookworm-slim
 
-FROM ${BASE} AS build
+FROM ${BASE} AS toolchain
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       python3 python3-venv ca-certificates openjdk-17-jdk-headless maven \
  && rm -rf /var/lib/apt/lists/*
+
+# Only the dependency list leaves this stage: an edit elsewhere in pyproject.toml (tool
+# settings, the version) gives the same requirements.txt, and the layers built from it
+# stay cached.
+FROM toolchain AS requirements
+COPY pyproject.toml /src/
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' > /requirements.txt
+
+FROM toolchain AS deps
 WORKDIR /src
 ENV VENV=/opt/onceflow/venv
-# Dependencies and Spark's Kafka connector first: they change far less often than the
-# package, so a rebuild after a code change reuses these layers.
-COPY pyproject.toml ./
+COPY --from=requirements /requirements.txt ./
+# setuptools and wheel stay in the venv so the package installs in the last stage
+# without build isolation (no download for a code change).
 RUN python3 -m venv "$VENV" \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
- && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check -r requirements.txt
+ && "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check -r requirements.txt \
+      "setuptools>=69" wheel
 # Both sets go where Spark puts its own jars, on every driver's and executor's classpath:
 # the Kafka connector, and S3A for s3a:// checkpoints and file sinks.
 COPY scripts/lib.sh scripts/spark-jars.sh ./scripts/
@@ -31,13 +45,6 @@ RUN spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirna
     done \
  && ln -s "$spark_home" /opt/onceflow/spark \
  && rm -rf /tmp/cache /root/.m2
-# pyproject names README.md as the long description; the image has no use for it, and
-# a README edit must not rebuild the image.
-RUN echo "Onceflow" > README.md
-COPY operator ./operator
-RUN "$VENV/bin/pip" install --no-cache-dir --disable-pip-version-check --no-deps . \
- && cp "$VENV"/lib/python3*/site-packages/onceflow/spark/driver_main.py /opt/onceflow/spark-main.py
-COPY image/entrypoint.sh /opt/onceflow/entrypoint.sh
 
 FROM ${BASE}
 # tini reaps zombies and forwards signals as PID 1 (a SIGTERM must reach the task so
@@ -49,13 +56,24 @@ RUN apt-get update \
  && groupadd --gid 65532 onceflow \
  && useradd --uid 65532 --gid 65532 --home-dir /home/onceflow --create-home \
       --shell /usr/sbin/nologin onceflow
-COPY --from=build /opt/onceflow /opt/onceflow
+COPY --from=deps /opt/onceflow /opt/onceflow
 # Spark's Kubernetes backend and Hadoop's login need a passwd entry for the user (the
 # one above); SPARK_HOME makes pyspark and spark-submit find their jars.
 ENV PATH=/opt/onceflow/venv/bin:$PATH \
     SPARK_HOME=/opt/onceflow/spark \
     PYSPARK_PYTHON=/opt/onceflow/venv/bin/python \
     PYTHONUNBUFFERED=1
+COPY image/entrypoint.sh /opt/onceflow/entrypoint.sh
+# The package last. pyproject names README.md as the long description; the image has
+# no use for it, and a README edit must not rebuild the image.
+COPY pyproject.toml /tmp/onceflow/
+COPY operator /tmp/onceflow/operator
+RUN echo "Onceflow" > /tmp/onceflow/README.md \
+ && pip install --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation \
+      /tmp/onceflow \
+ && cp /opt/onceflow/venv/lib/python3*/site-packages/onceflow/spark/driver_main.py \
+      /opt/onceflow/spark-main.py \
+ && rm -rf /tmp/onceflow
 WORKDIR /home/onceflow
 USER 65532:65532
 ENTRYPOINT ["/usr/bin/tini", "--", "/opt/onceflow/entrypoint.sh"]

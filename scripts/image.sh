@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 
 IMAGES="$ONCEFLOW_CACHE/images"
 BASE_IMAGE="localhost/onceflow-base:bookworm"
+DEPS_IMAGE="localhost/onceflow-deps:latest"
 NPROC=32768
 mkdir -p "$IMAGES" "$ONCEFLOW_STATE/podman"
 
@@ -82,11 +83,15 @@ build() {
       podman_here load -i "$archive"
     else
       base_image
-      log "building $image (cold: a few minutes; Java, pyspark, Spark's Kafka connector and S3A)"
-      podman_here build --network host --build-arg "BASE=$BASE_IMAGE" -t "$image" \
-        --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC" \
-        "$ONCEFLOW_ROOT"
-      podman_here image prune -f >/dev/null  # the build stage's layers
+      log "building $image (cold: a few minutes; after a code change: seconds)"
+      # The deps stage gets a name of its own so the prune below keeps its layers (2 GB:
+      # Java, pyspark, the jars) for the next build, which then reruns only the layers
+      # of the package itself. A new deps stage leaves the old one unnamed, and pruned.
+      local build=(podman_here build --network host --build-arg "BASE=$BASE_IMAGE"
+        --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC")
+      "${build[@]}" --target deps -t "$DEPS_IMAGE" "$ONCEFLOW_ROOT"
+      "${build[@]}" -t "$image" "$ONCEFLOW_ROOT"
+      podman_here image prune -f >/dev/null  # stages nothing names any more
       # Earlier builds of this image (2.3 GB each) would fill the disk: only the
       # archives below are kept.
       local earlier
