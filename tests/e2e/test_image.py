@@ -1,7 +1,8 @@
 """The image, built here and run with podman: every role starts as a named non-root
 user, and a Spark driver started the way Spark on Kubernetes starts it (`driver …`)
-copies a topic exactly once with the connector the image ships (no `spark.jars`), with
-its checkpoint on a local path or in S3 through the S3A filesystem the image ships."""
+copies a topic exactly once with the connector the image ships (no `spark.jars`), its
+checkpoint in S3 through the S3A filesystem the image ships. (A checkpoint on a local
+path, a claim, is the real-node test's: tests/e2e/test_real_node.py.)"""
 
 from __future__ import annotations
 
@@ -110,17 +111,6 @@ def _audit(bootstrap: str, topic: str, records: int) -> None:
     pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
     report = audit_sequences(pairs, expect=records, key_count=STREAMS, unparsable=unparsable)
     assert report.ok, report
-
-
-def test_a_spark_driver_in_the_image_copies_a_topic_exactly_once(
-    image: str, kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    source = new_topic(kafka_bootstrap, "image-in", partitions=2)
-    out = f"image-out-{uuid.uuid4().hex[:6]}"
-    _produce(kafka_bootstrap, source)
-    settings = _copy_settings(kafka_bootstrap, source, out, "/tmp/checkpoint")
-    _run_driver(image, settings, tmp_path / "config")
-    _audit(kafka_bootstrap, out, RECORDS)
 
 
 def test_a_driver_keeps_its_checkpoint_in_s3_and_resumes_from_it_exactly_once(

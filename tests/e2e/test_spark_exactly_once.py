@@ -2,8 +2,8 @@
 
 Each kill test first stops a driver deterministically between a sink commit and the
 checkpoint's commit, then kills drivers at random moments.
-Size: ONCEFLOW_CHAOS_DRIVER_KILLS (default 3, each about 30 s of a driver's life: real
-kills in CI too; the 200-fault runs set it higher).
+Size: ONCEFLOW_CHAOS_DRIVER_KILLS (default 3, each about 20 s of a driver's life: real
+kills in CI too; the 200-fault runs set it higher, and the input grows with it).
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 DRAIN = Trigger(available_now=True)
 KILLS = int(os.environ.get("ONCEFLOW_CHAOS_DRIVER_KILLS", "3"))
-STREAMS, RECORDS = 4, 3000
+# Per stream: 20 batches of 300 at the default, enough for every kill to find batches
+# of its own (each takes at most four) and for the drain that follows; more kills get
+# more input.
+STREAMS, RECORDS = 4, 500 * max(KILLS, 3)
 
 
 def _produce_input(bootstrap: str, topic: str, first_seq: int = 1) -> None:

@@ -180,7 +180,7 @@ def test_an_invalid_pipeline_degrades_itself_and_names_itself_to_its_workloads(
         named = _degraded(cluster, "kafkasources", "counter", "PipelineInvalid")
         assert f"Pipeline {name!r} is invalid" in named["message"], named
     finally:
-        install_crds(kubeconfig)
+        install_crds(kubeconfig, again=True)
 
 
 def _created(cluster: Cluster, body: dict[str, Any]) -> bool:

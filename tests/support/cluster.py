@@ -22,12 +22,21 @@ from tests.support.testbed import ROOT, kubectl
 GROUP, VERSION = "onceflow.io", "v1alpha1"
 
 
-def install_crds(kubeconfig: str) -> None:
+_CRDS_INSTALLED: set[str] = set()
+"""API servers (by kubeconfig) this test process installed the CRDs on."""
+
+
+def install_crds(kubeconfig: str, *, again: bool = False) -> None:
+    """Applies ``crds/`` once per API server and test session (two kubectl runs a
+    test add up over a suite); ``again``: after a test replaced a CRD."""
+    if kubeconfig in _CRDS_INSTALLED and not again:
+        return
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     selector = "app.kubernetes.io/part-of=onceflow"
     kubectl(
         kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", selector
     )
+    _CRDS_INSTALLED.add(kubeconfig)
 
 
 @dataclass
