@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
         postgres-up postgres-down s3-up s3-down image testbed-deps lint typecheck imports check unit test \
-        e2e-cluster demo clean
+        e2e-cluster chaos demo clean
 
 install: $(STAMP)
 
@@ -91,6 +91,13 @@ unit: install
 test: testbed-deps check
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+# The end-to-end tests at the sizes that find rare interleavings (the defaults in
+# make test still inject real faults, and assert they landed): 200 task kills, 20
+# driver kills per Spark chaos test, 20,000 records a stream; far longer than make test.
+chaos: testbed-deps
+	@ONCEFLOW_CHAOS_KILLS=200 ONCEFLOW_CHAOS_RECORDS=20000 ONCEFLOW_CHAOS_DRIVER_KILLS=20 \
+	  $(BIN)/pytest tests/e2e -m "not node" $(PYTEST_ARGS)
 
 # Every fault of the real-node end-to-end test (make test runs a short list).
 e2e-cluster: testbed-deps

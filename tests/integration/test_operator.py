@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from tests.support.cluster import (
     install_crds,
     new_namespace,
 )
-from tests.support.kafka import authenticated_listener
+from tests.support.kafka import authenticated_listener, frozen_broker
 from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
 
@@ -108,11 +109,21 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
 
     watcher = threading.Thread(target=record_modes, daemon=True)
     watcher.start()
-    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+    # A pipeline that ran at-least-once is walked up (a new one starts at its target).
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
     cluster.create("kafkasources", source(3, topic))
+    wait_for(
+        lambda: cluster.condition("kafkasources", "counter", "Ready").get("status") == "True",
+        120,
+        "the source running at-least-once",
+    )
+    cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
 
     wait_for(
-        lambda: cluster.condition("pipelines", "orders", "Ready").get("status") == "True",
+        lambda: (
+            cluster.status("pipelines", "orders").get("exactlyOnce", {}).get("current") == "enabled"
+            and cluster.condition("pipelines", "orders", "Ready").get("status") == "True"
+        ),
         120,
         "the pipeline to reach enabled and be Ready",
     )
@@ -147,6 +158,63 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
         interval_s=2,
     )
     _audit_clean(kafka_bootstrap, topic, LIMIT)
+
+
+OUTAGE_S = 30
+"""How long the broker is gone in the outage test: longer than a task's flush, which
+made at-least-once tasks exit and replay (issue 26, item 7)."""
+
+
+def test_a_new_pipeline_is_exactly_once_from_its_first_record_while_a_job_cannot_start(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """A new Pipeline declared enabled used to walk up from disabled, and while one of
+    its SparkJobs could not start (no Spark operator, an image the node lacks) its
+    source wrote at-least-once for good: a broker outage then made tasks replay (5,300
+    duplicates of 80,000 on the real node). A pipeline that never ran has no consumer to
+    switch, so its source is transactional from its first record, the rollout says
+    which workload it waits for, and an outage while the source writes duplicates
+    nothing."""
+    cluster, _, _ = operator
+    topic = f"op-{uuid.uuid4().hex[:6]}"
+    limit = 4000
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+    cluster.create("kafkasources", source(2, topic, limit))
+    stuck = {
+        "kind": "SparkJob",
+        "metadata": {"name": "stuck"},
+        "spec": {
+            "pipeline": "orders",
+            "input": {"topics": [topic]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": f"{topic}.copy", "partitions": 1}},
+            "checkpoint": {"pvc": "stuck-checkpoint"},
+        },
+    }
+    cluster.create("sparkjobs", stuck)  # nothing answers for its driver here
+    wait_for(
+        lambda: cluster.condition("kafkasources", "counter", "Ready").get("status") == "True",
+        120,
+        "the source Ready",
+    )
+    status = cluster.status("kafkasources", "counter")
+    assert (status["mode"], status["generation"]) == ("enabled", 1), status
+    rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
+    assert rollout["current"] == "enabled", rollout
+    assert "SparkJob/stuck" in rollout["step"], rollout
+    wait_for(lambda: sum(end_offsets(kafka_bootstrap, topic).values()) > 0, 60, "a record")
+    # End offsets count commit markers too: an upper bound of the records written.
+    written = sum(end_offsets(kafka_bootstrap, topic).values())
+    assert written < STREAMS * limit, "the source finished before the outage"
+    with frozen_broker():
+        time.sleep(OUTAGE_S)  # the fault's length, not synchronisation
+    wait_for(
+        lambda: _finished(cluster, kafka_bootstrap, topic, limit),
+        240,
+        "every stream to reach the limit",
+        interval_s=2,
+    )
+    _audit_clean(kafka_bootstrap, topic, limit)
 
 
 def _settle_enabled(cluster: Cluster, bootstrap: str, topic: str, tasks: int, limit: int) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import threading
@@ -34,14 +33,13 @@ from onceflow.eos.offsets import (
 from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
-from tests.support.kafka import drain, new_topic
+from tests.support.kafka import drain, frozen_broker, new_topic
 from tests.support.tasks import (
     TaskProcess,
     committed_offsets,
     only_task,
     plan,
 )
-from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -251,19 +249,6 @@ def test_offsets_the_broker_refuses_are_not_counted_as_carried(kafka_bootstrap: 
     assert read_offsets(kafka_bootstrap, new, owner).offset({"file": "a"}) == offset
 
 
-def _broker_pid() -> int:
-    """The test bed's broker, from the pid file ``scripts/kafka.sh up`` writes; a broker
-    started some other way cannot be paused from here."""
-    state = Path(os.environ.get("ONCEFLOW_STATE", str(ROOT / ".onceflow")))
-    pidfile = state / "kafka" / "broker.pid"
-    try:
-        pid = int(pidfile.read_text())
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        pytest.skip(f"the broker was not started by scripts/kafka.sh (no live pid in {pidfile})")
-    return pid
-
-
 def _signal_pending(pid: int, signum: int) -> bool:
     """Whether ``signum`` was sent to the process and no thread of it has taken it yet."""
     bit = 1 << (signum - 1)
@@ -313,7 +298,6 @@ def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
     the task stops on the request with exit 0 and nothing of the kind in its log, and
     what it committed is there exactly once. The broker is frozen for a few seconds
     only, and resumed whatever happens."""
-    broker = _broker_pid()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -327,8 +311,7 @@ def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
         assert task.process is not None
         pid = task.process.pid
         stalled = _CommitsStalled(port, quiet_s=1.0)
-        os.kill(broker, signal.SIGSTOP)
-        try:
+        with frozen_broker():
             # Polls and sends never wait for the broker: a commit is the one call that
             # does, so a task that stopped committing sits in commit_transaction.
             wait_for(stalled, 20, "the task's commit to block on the frozen broker")
@@ -340,8 +323,6 @@ def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
             )
             assert task.alive, "the stop request must not cut the blocked commit short"
             assert stalled(), "the commit must still be blocked when the SIGTERM is taken"
-        finally:
-            os.kill(broker, signal.SIGCONT)
         assert task.wait(90) == ExitCode.STOPPED, task.log_path.read_text()[-3000:]
     finally:
         if task.alive:

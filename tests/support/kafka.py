@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.testbed import script_value
+from tests.support.testbed import ROOT, script_value
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
@@ -156,3 +159,24 @@ def authenticated_listener() -> tuple[str, dict[str, str]]:
             raise
         pytest.skip(f"the broker has no authenticated listener without root ({error})")
     return bootstrap, settings
+
+
+def broker_pid() -> int:
+    """The test bed's broker, from the pid file ``scripts/kafka.sh up`` writes (the
+    fixtures start it that way)."""
+    state = Path(os.environ.get("ONCEFLOW_STATE", str(ROOT / ".onceflow")))
+    pid = int((state / "kafka" / "broker.pid").read_text())
+    os.kill(pid, 0)  # alive, or ProcessLookupError names the problem
+    return pid
+
+
+@contextmanager
+def frozen_broker() -> Iterator[int]:
+    """The broker SIGSTOPped (an outage its clients see as silence: requests and
+    commits block instead of failing fast) and resumed on leaving, whatever happens."""
+    pid = broker_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGCONT)

@@ -80,7 +80,9 @@ def test_published_mode_moves_at_most_one_step(
 @pytest.mark.parametrize(
     ("modes", "resumed"),
     [
-        ((), ExactlyOnceMode.DISABLED),
+        # Nothing ran: no consumer to switch, no producer to fence; the target at once.
+        ((), ExactlyOnceMode.ENABLED),
+        ((None, None), ExactlyOnceMode.ENABLED),
         ((None, ExactlyOnceMode.DISABLED), ExactlyOnceMode.DISABLED),
         ((ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED, None), ExactlyOnceMode.ENABLED),
         ((ExactlyOnceMode.PREPARING, ExactlyOnceMode.DISABLED), ExactlyOnceMode.PREPARING),
@@ -90,4 +92,10 @@ def test_a_pipeline_without_status_resumes_where_its_workloads_are(
     modes: tuple[ExactlyOnceMode | None, ...], resumed: ExactlyOnceMode
 ) -> None:
     workloads = [WorkloadObservation("KafkaSource", f"s{i}", m, True) for i, m in enumerate(modes)]
-    assert resume_point(workloads) is resumed
+    assert resume_point(workloads, ExactlyOnceMode.ENABLED) is resumed
+
+
+def test_a_walk_below_its_target_says_the_guarantee_is_not_in_force() -> None:
+    decision = decide_rollout(D, E, [_w("a", D, True), _w("b", D, False, "driver pending")])
+    assert decision.step.startswith("enabled is not in force yet (workloads run disabled); ")
+    assert "KafkaSource/b: driver pending" in decision.step

@@ -128,7 +128,7 @@ class PipelineReconciler:
         workloads = self.observe_workloads(namespace, name)
         if pipeline.status is None:
             status = PipelineStatus()
-            current = resume_point(workloads)
+            current = resume_point(workloads, pipeline.spec.exactly_once)
         else:
             status = pipeline.status
             current = status.exactly_once.current

@@ -53,13 +53,21 @@ class RolloutDecision:
         return not self.waiting_for and not self.advanced
 
 
-def resume_point(workloads: Sequence[WorkloadObservation]) -> ExactlyOnceMode:
-    """Where a Pipeline without a rollout status (re-created, status lost) stands: the
-    highest mode any of its workloads runs. Starting from ``disabled`` instead would
-    jump running transactional sources straight to non-transactional ones, with no
-    ``preparing`` step between (and consumers reading uncommitted too early)."""
+def resume_point(
+    workloads: Sequence[WorkloadObservation], target: ExactlyOnceMode
+) -> ExactlyOnceMode:
+    """Where a Pipeline without a rollout status (new, re-created, status lost) starts.
+
+    Where workloads ran, the highest mode any of them runs: starting from ``disabled``
+    instead would jump running transactional sources straight to non-transactional
+    ones, with no ``preparing`` step between (and consumers reading uncommitted too
+    early). Where none ever ran, the target itself: the walk exists to switch running
+    consumers before producers go transactional (KIP-618's preparing step upgrades a
+    running cluster), and a pipeline that never ran has neither, so it is exactly-once
+    from its first record instead of writing at-least-once until every workload,
+    however stuck, has walked up."""
     observed = [ORDER.index(w.observed_mode) for w in workloads if w.observed_mode is not None]
-    return ORDER[max(observed, default=0)]
+    return ORDER[max(observed)] if observed else target
 
 
 def decide_rollout(
@@ -74,6 +82,8 @@ def decide_rollout(
             f"{w.label}: {w.message}" for w in workloads if w.label in lagging and w.message
         )
         step = f"waiting for {len(lagging)}/{len(workloads)} workloads in {current} ({done} ready)"
+        if ORDER.index(current) < ORDER.index(target):
+            step = f"{target} is not in force yet (workloads run {current}); {step}"
         return RolloutDecision(
             current, step + (f": {reasons}" if reasons else ""), lagging, advanced=False
         )
