@@ -197,10 +197,17 @@ def _set(document: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _document(plural: str) -> dict[str, Any]:
-    """The valid base of ``plural`` under a fresh name."""
+    """The valid base of ``plural`` under a fresh name, writing topics of its own: two
+    stored workloads of one Pipeline writing one topic are refused (the topic graph),
+    which is right, but not what a case that changed other fields is about."""
     document = copy.deepcopy(BASES[plural])
     document["apiVersion"] = "onceflow.io/v1alpha1"
-    document["metadata"] = {"name": f"fz-{uuid.uuid4().hex[:8]}"}
+    suffix = uuid.uuid4().hex[:8]
+    document["metadata"] = {"name": f"fz-{suffix}"}
+    if plural == "kafkasources":
+        document["spec"]["topic"] = f"t-{suffix}"
+    if plural == "sparkjobs":
+        document["spec"]["sink"]["kafka"]["topic"] = f"out-{suffix}"
     return document
 
 
