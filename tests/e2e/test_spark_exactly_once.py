@@ -108,18 +108,17 @@ def test_killed_drivers_replay_batches_without_duplicates_or_loss(
     assert "poison" not in {key for key, _ in pairs}, "an aborted record reached the output"
 
 
-def test_killed_drivers_write_postgres_rows_exactly_once(
-    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
-) -> None:
-    source = new_topic(kafka_bootstrap, "spark-pg-in", partitions=3)
-    _produce_input(kafka_bootstrap, source)
+def _postgres_settings(
+    bootstrap: str, source: str, postgres_dsn: str, tmp_path: Path, parallelism: int
+) -> SparkJobSettings:
+    """A job appending ``(stream, seq)`` rows to a new table (no key)."""
     table = f"counts_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (stream text, seq int)")  # append: no key
     dsn_file = tmp_path / "dsn"
     dsn_file.write_text(postgres_dsn)
-    settings = _settings(
-        kafka_bootstrap,
+    return _settings(
+        bootstrap,
         source,
         "unused",
         tmp_path / "checkpoint",
@@ -127,9 +126,33 @@ def test_killed_drivers_write_postgres_rows_exactly_once(
             "sql": "SELECT get_json_object(CAST(value AS STRING), '$.stream') AS stream, "
             "CAST(get_json_object(CAST(value AS STRING), '$.seq') AS INT) AS seq FROM input"
         },
-        sink={"postgres": {"table": table, "secretRef": {"name": "pg"}, "parallelism": 3}},
+        sink={
+            "postgres": {"table": table, "secretRef": {"name": "pg"}, "parallelism": parallelism}
+        },
         postgresDsnFile=str(dsn_file),
     )
+
+
+def _postgres_audit(postgres_dsn: str, settings: SparkJobSettings) -> tuple[int, int, int]:
+    """Rows, distinct ``(stream, seq)`` and poison rows in the job's table."""
+    assert settings.sink.postgres is not None
+    with psycopg.connect(postgres_dsn) as conn:
+        found = conn.execute(
+            f"SELECT count(*), count(DISTINCT (stream, seq)), "
+            f"count(*) FILTER (WHERE stream = 'poison') FROM {settings.sink.postgres.table}"
+        ).fetchone()
+    assert found is not None
+    return found[0], found[1], found[2]
+
+
+def test_killed_drivers_write_postgres_rows_exactly_once(
+    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    source = new_topic(kafka_bootstrap, "spark-pg-in", partitions=3)
+    _produce_input(kafka_bootstrap, source)
+    settings = _postgres_settings(kafka_bootstrap, source, postgres_dsn, tmp_path, 3)
+    assert settings.sink.postgres is not None
+    table = settings.sink.postgres.table
     die_between_sink_commit_and_checkpoint(settings, tmp_path)
     with psycopg.connect(postgres_dsn) as conn:
         (committed,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
@@ -142,12 +165,31 @@ def test_killed_drivers_write_postgres_rows_exactly_once(
     final = start_driver(settings.model_copy(update={"trigger": DRAIN}), tmp_path)
     assert final.wait(300) == 0, driver_log(tmp_path)
 
-    with psycopg.connect(postgres_dsn) as conn:
-        total, distinct, poison = conn.execute(
-            f"SELECT count(*), count(DISTINCT (stream, seq)), "
-            f"count(*) FILTER (WHERE stream = 'poison') FROM {table}"
-        ).fetchone()
-    assert (total, distinct, poison) == (STREAMS * RECORDS, STREAMS * RECORDS, 0)
+    assert _postgres_audit(postgres_dsn, settings) == (STREAMS * RECORDS, STREAMS * RECORDS, 0)
+
+
+def test_a_parallelism_change_finishes_the_postgres_batch_in_flight_in_its_old_slices(
+    kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The driver dies between the sink's commit of batch B (all 4 slices) and the
+    checkpoint's; the job comes back with parallelism 8. B must be replayed in its 4
+    slices, which all find their markers: replayed in 8, the rows of B that fall into
+    slices 4-7 would be written a second time (eos-review 2026-11-27 §1)."""
+    source = new_topic(kafka_bootstrap, "spark-pg-relayout-in", partitions=3)
+    _produce_input(kafka_bootstrap, source)
+    settings = _postgres_settings(kafka_bootstrap, source, postgres_dsn, tmp_path, 4)
+    die_between_sink_commit_and_checkpoint(settings, tmp_path)
+    committed, _, _ = _postgres_audit(postgres_dsn, settings)
+    assert committed, "the batch the checkpoint does not record is already in the table"
+
+    assert settings.sink.postgres is not None
+    wider = settings.sink.postgres.model_copy(update={"parallelism": 8})
+    relaid = settings.model_copy(
+        update={"sink": settings.sink.model_copy(update={"postgres": wider}), "trigger": DRAIN}
+    )
+    assert start_driver(relaid, tmp_path).wait(300) == 0, driver_log(tmp_path)
+
+    assert _postgres_audit(postgres_dsn, settings) == (STREAMS * RECORDS, STREAMS * RECORDS, 0)
 
 
 def test_read_uncommitted_lets_aborted_records_through(

@@ -1,18 +1,30 @@
 """Onceflow's exactly-once PostgreSQL sink for Structured Streaming (``foreachBatch``).
 
-Rows are split into ``parallelism`` slices by a stable hash (so a replayed batch
-splits identically); each slice writes its rows and the marker ``(job, slice, batch)``
-in one database transaction, where ``job`` names the streaming query too
+Rows are split into slices by Spark's Murmur3 of the key columns (the whole row for
+appends); each slice writes its rows and the marker ``(job, slice, batch)`` in one
+database transaction, where ``job`` names the streaming query too
 (``<namespace>/<job>@<query id>``): a new or reset checkpoint restarts batch ids at 0
 and must not find the old query's markers. The marker is inserted first with ``ON
 CONFLICT DO NOTHING``: a replayed slice finds it and writes nothing, and two concurrent
 attempts of one slice serialise on the marker's primary key.
+
+A slice number means something only in one layout (slice count and spread columns), so
+the driver records each batch's layout before any slice is written and writes the batch
+in the layout recorded for it: a batch in flight when ``parallelism`` or ``key`` changed
+is finished as it started (``logic.slice_markers``). A driver's first batch also adopts
+or retires markers an older sink version left under the bare job name.
+
+The layouts live in a table of their own rather than in new columns of the markers
+table: ``CREATE TABLE IF NOT EXISTS`` needs no lock on a table that running drivers of
+other jobs write, nor ownership of it, and sink versions that do not know the layouts
+keep reading their markers unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +32,19 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from onceflow.logic.slice_markers import (
+    LegacyMarkers,
+    SliceLayout,
+    adopt_legacy_markers,
+    layout_to_write,
+)
 from onceflow.spark.query_identity import QueryIdentity
 from onceflow.spark.worker_cache import KeptBetweenBatches
 
+log = logging.getLogger(__name__)
+
 MARKERS_TABLE = "onceflow_sink_batches"
+LAYOUTS_TABLE = "onceflow_sink_layouts"
 # Connections a Python worker keeps between batches, by DSN.
 HELD_CONNECTIONS: KeptBetweenBatches[psycopg.Connection[Any]] = KeptBetweenBatches()
 
@@ -35,6 +56,7 @@ class PostgresTarget:
     key: tuple[str, ...]
     job: str
     slices: int
+    """``parallelism``: the slice count of batches started from now on."""
     query: str = ""
     """The streaming query's id, set per batch once the query is bound."""
 
@@ -48,13 +70,26 @@ def _table(name: str) -> sql.Composable:
 
 
 def ensure_markers(dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    """Creates the markers and layouts tables if missing; existing ones are left as
+    they are (a sink version before layouts created only the markers table)."""
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        # Drivers of several jobs start together (a new database, an operator upgrade):
+        # concurrent CREATE TABLE IF NOT EXISTS can still fail on the catalog's unique
+        # index, so one creates while the others wait and then find the tables.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (MARKERS_TABLE,))
         conn.execute(
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (job text NOT NULL, slice int NOT NULL, "
                 "batch_id bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), "
                 "PRIMARY KEY (job, slice, batch_id))"
             ).format(sql.Identifier(MARKERS_TABLE))
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (job text NOT NULL, batch_id bigint NOT NULL, "
+                "slices int NOT NULL, spread text[] NOT NULL, "
+                "recorded_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (job, batch_id))"
+            ).format(sql.Identifier(LAYOUTS_TABLE))
         )
 
 
@@ -172,7 +207,8 @@ def write_slice(
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
 ) -> int:
-    """Writes one slice of one batch exactly once; returns rows written."""
+    """Writes one slice of one batch exactly once; returns rows written. The rows are
+    the slice's in the layout the driver recorded for the batch (``start_batch``)."""
     conn = _connection(target.dsn)
     try:
         with conn.transaction():
@@ -184,12 +220,7 @@ def write_slice(
                 (target.marker_job, slice_id, batch_id),
             ).rowcount
             # Claimed, unless a replay of a batch this query's slice already committed.
-            written = (
-                _write_rows(conn, target, columns, rows)
-                if claimed
-                and not _written_before_markers_named_queries(conn, target, slice_id, batch_id)
-                else 0
-            )
+            written = _write_rows(conn, target, columns, rows) if claimed else 0
     except BaseException:
         conn.close()
         raise
@@ -197,26 +228,127 @@ def write_slice(
     return written
 
 
-def _written_before_markers_named_queries(
-    conn: psycopg.Connection[Any], target: PostgresTarget, slice_id: int, batch_id: int
-) -> bool:
-    """A batch in flight when the sink was upgraded left a marker under the bare job
-    name; its replay must still be skipped. Only the last such batch can be in flight:
-    the bare job's earlier batches must not make a reset checkpoint's batches (which
-    restart at 0) look written. Newer markers never use the bare name."""
+def _legacy_markers(
+    conn: psycopg.Connection[Any], target: PostgresTarget, batch_id: int
+) -> LegacyMarkers:
+    markers = sql.Identifier(MARKERS_TABLE)
     found = conn.execute(
-        sql.SQL("SELECT max(batch_id) FROM {} WHERE job = %s AND slice = %s").format(
-            sql.Identifier(MARKERS_TABLE)
-        ),
-        (target.job, slice_id),
+        sql.SQL("SELECT max(batch_id) FROM {} WHERE job = %s").format(markers), (target.job,)
     ).fetchone()
-    return found is not None and found[0] == batch_id
+    last = None if found is None else found[0]
+    if last is None:
+        return LegacyMarkers(last_batch=None, named_elsewhere=False)
+    # Scans the table (a prefix of a text key uses no index under most collations), but
+    # only while bare markers exist: the first batch of the job's first upgraded driver.
+    named = conn.execute(
+        sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE starts_with(job, %s) "
+            "AND NOT (job = %s AND batch_id = %s))"
+        ).format(markers),
+        (f"{target.job}@", target.marker_job, batch_id),
+    ).fetchone()
+    return LegacyMarkers(last_batch=int(last), named_elsewhere=bool(named and named[0]))
+
+
+def _settle_legacy_markers(
+    conn: psycopg.Connection[Any], target: PostgresTarget, batch_id: int
+) -> None:
+    """Adopts the bare-job markers of a batch this query had in flight across the
+    upgrade, and retires them all (``logic.slice_markers``)."""
+    adoption = adopt_legacy_markers(_legacy_markers(conn, target, batch_id), target.query, batch_id)
+    if not adoption.retire:
+        return
+    markers = sql.Identifier(MARKERS_TABLE)
+    with conn.transaction():
+        if adoption.adopt_batch is not None:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {markers} (job, slice, batch_id, committed_at) "
+                    "SELECT %s, slice, batch_id, committed_at FROM {markers} "
+                    "WHERE job = %s AND batch_id = %s ON CONFLICT DO NOTHING"
+                ).format(markers=markers),
+                (target.marker_job, target.job, adoption.adopt_batch),
+            )
+            log.warning(
+                "postgres sink %s: batch %s was in flight when the sink was upgraded; its "
+                "slices committed then are taken as query %s's",
+                target.job,
+                batch_id,
+                target.query,
+            )
+        retired = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE job = %s").format(markers), (target.job,)
+        ).rowcount
+    log.warning(
+        "postgres sink %s: retired %s batch markers from before markers named their "
+        "query; no later query can take its batches for written",
+        target.job,
+        retired,
+    )
+
+
+def _recorded_layout(
+    conn: psycopg.Connection[Any], target: PostgresTarget, batch_id: int, wanted: SliceLayout
+) -> SliceLayout:
+    """Records ``wanted`` as the batch's layout unless one is recorded; returns the
+    batch's layout as recorded (committed before any slice is written)."""
+    layouts = sql.Identifier(LAYOUTS_TABLE)
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (job, batch_id, slices, spread) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING"
+        ).format(layouts),
+        (target.marker_job, batch_id, wanted.slices, list(wanted.spread)),
+    )
+    found = conn.execute(
+        sql.SQL("SELECT slices, spread FROM {} WHERE job = %s AND batch_id = %s").format(layouts),
+        (target.marker_job, batch_id),
+    ).fetchone()
+    if found is None:
+        raise RuntimeError(
+            f"the layout of batch {batch_id} of {target.marker_job} vanished from "
+            f"{LAYOUTS_TABLE} right after it was recorded"
+        )
+    return SliceLayout(int(found[0]), tuple(found[1]))
+
+
+def start_batch(
+    target: PostgresTarget, batch_id: int, columns: Sequence[str], first_of_driver: bool
+) -> SliceLayout:
+    """The driver's step before a batch's slices run: at its first batch (the only one
+    an earlier driver can have left in flight) it settles markers of the bare-job
+    format; every batch's layout is recorded, or read back if it was recorded by the
+    driver that started the batch. Returns the layout to write the batch in."""
+    wanted = SliceLayout.of_sink(target.slices, target.key, columns)
+    conn = _connection(target.dsn)
+    try:
+        if first_of_driver:
+            _settle_legacy_markers(conn, target, batch_id)
+        layout = layout_to_write(
+            _recorded_layout(conn, target, batch_id, wanted), batch_id, columns, wanted
+        )
+    except BaseException:
+        conn.close()
+        raise
+    HELD_CONNECTIONS.keep(conn, target.dsn)
+    if layout != wanted:
+        log.warning(
+            "postgres sink %s: batch %s started as %s and is finished so; later batches "
+            "are split into %s",
+            target.marker_job,
+            batch_id,
+            layout.describe(),
+            wanted.describe(),
+        )
+    return layout
 
 
 class ExactlyOncePostgresSink:
     def __init__(self, target: PostgresTarget) -> None:
         self.target = target
         self.query = QueryIdentity()
+        self.first_batch = True
+        """Until a batch started: the next one may be one an earlier driver left."""
         ensure_markers(target.dsn)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
@@ -225,10 +357,11 @@ class ExactlyOncePostgresSink:
 
         target = dataclasses.replace(self.target, query=self.query.wait())
         columns = list(frame.columns)
-        # Slices by the key columns (the whole row for appends): Spark's Murmur3 in the
-        # JVM, so a replayed batch gives every slice the same rows without a Python pass.
-        spread = [spark_sql.col(c) for c in (target.key or columns)]
-        sliced = frame.repartition(target.slices, *spread)
+        layout = start_batch(target, batch_id, columns, self.first_batch)
+        self.first_batch = False
+        # Spark's Murmur3 in the JVM: a replay in the same layout gives every slice the
+        # same rows without a Python pass.
+        sliced = frame.repartition(layout.slices, *(spark_sql.col(c) for c in layout.spread))
 
         def write(rows: Iterable[Any]) -> None:
             context = TaskContext.get()
