@@ -1,6 +1,8 @@
 """The ``files`` connector's reading rules on real files: whole lines only, resuming at
-the stored byte position, and truncated or replaced files refused by name. (The
-kill-and-audit proof against a real broker is tests/e2e/test_files_source.py.)"""
+the stored byte position, and truncated, replaced or rewritten files refused by name,
+by a running task between two polls as by a restarted one. (The kill-and-audit proof
+against a real broker is tests/e2e/test_files_source.py; the content checks as a table
+are tests/unit/test_file_positions.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import Any
 import pytest
 
 from onceflow.api.connector import SourceOffset, SourcePartition, SourceRecord, TaskContext
-from onceflow.connectors.files import FileChangedError, FilesConnector, FilesTask
+from onceflow.connectors.file_positions import HEAD_BYTES, TAIL_BYTES, FilePosition, fingerprint
+from onceflow.connectors.files import READ_CHUNK, FileChangedError, FilesConnector, FilesTask
 
 
 class StoredOffsets:
@@ -194,3 +197,142 @@ def test_a_file_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> Non
     task = _task(str(tmp_path / "*.log"), batchSize=10)
     seen = [v for _ in range(3) for v in _values(task)]
     assert b"b" in seen
+
+
+# -- content changed between two polls (issue 26 hole 5) ----------------------------
+
+SHARED_START = b"h" * (HEAD_BYTES + 100) + b"\n"
+"""A first line longer than the head, the same in old and new content (a header)."""
+REWRITTEN = r"was replaced \(under the same inode\) or rewritten in place"
+
+
+def _replace_content(log: Path, content: bytes, how: str) -> bool:
+    """Gives ``log`` new content as a writer that breaks the append-only rule does;
+    whether it kept its inode (always in place; re-created, at once on ext4)."""
+    inode = os.stat(log).st_ino
+    if how == "deleted-and-recreated":
+        log.unlink()
+    log.write_bytes(content)  # in place: truncated (`>`, copytruncate), then written
+    return os.stat(log).st_ino == inode
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["running", "restarted"])
+@pytest.mark.parametrize("how", ["rewritten-in-place", "deleted-and-recreated"])
+@pytest.mark.parametrize(
+    ("start", "differs"),
+    [
+        (b"", r"its first 12 bytes differ"),
+        (SHARED_START, rf"the {TAIL_BYTES} bytes before byte {len(SHARED_START) + 12} differ"),
+    ],
+    ids=["all-new", "same-first-bytes"],
+)
+def test_a_file_changed_and_grown_past_the_position_between_polls_stops_the_task(
+    tmp_path: Path, restarted: bool, how: str, start: bytes, differs: str
+) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(start + b"old-1\nold-2\n")
+    task = _task(str(tmp_path / "*.log"))
+    records = task.poll()
+    assert [r.value for r in records][-2:] == [b"old-1", b"old-2"]
+    reused = _replace_content(log, start + b"new-1\nnew-2\nnew-3\nnew-4\n", how)
+    if restarted:
+        task = _task(str(tmp_path / "*.log"), _stored(records))
+    what = rf"{REWRITTEN} \({differs}\)" if reused else r"was replaced \(inode \d+ -> \d+\)"
+    with pytest.raises(
+        FileChangedError,
+        match=rf"config\.paths: {log} {what} after {len(start) + 12} bytes of it were taken.*"
+        "give new content a new file name",
+    ):
+        task.poll()
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["lines", "fixed"])
+def test_a_file_rewritten_to_the_same_size_stops_the_task_before_it_grows(
+    tmp_path: Path, fixed: bool
+) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"old-1\nold-2\n")
+    config: dict[str, Any] = {"format": "fixed", "recordBytes": 6} if fixed else {}
+    task = _task(str(tmp_path / "*.log"), **config)
+    assert len(task.poll()) == 2
+    log.write_bytes(b"new-1\nnew-2\n")  # nothing past the position: no read would notice
+    # Its time moves, as it does unless the write falls in the same tick of the file
+    # system's clock as the one before (then only growth shows the change).
+    found = os.stat(log)
+    os.utime(log, ns=(found.st_atime_ns, found.st_mtime_ns + 10**9))
+    with pytest.raises(FileChangedError, match=rf"{log} {REWRITTEN} \(its first 12 bytes"):
+        task.poll()
+
+
+def test_every_records_offset_resumes_right_after_it(tmp_path: Path) -> None:
+    """Each record's offset stands alone (the runtime stores whichever record ends a
+    transaction), and its tail is right across reads: records cross read chunks, some
+    lines are longer than the tail, and the file grows from a few bytes past its head."""
+    log = tmp_path / "a.log"
+    lines = [b"%d:" % n + b"%d," % n * (n * 37 % 150) for n in range(2000)]
+    content = b"".join(line + b"\n" for line in lines)
+    assert len(content) > 2 * READ_CHUNK
+    log.write_bytes(content[:10])
+    task = _task(str(tmp_path / "*.log"), batchSize=70)
+    records = task.poll()
+    for cut in (100, 5000, READ_CHUNK + 3, len(content)):
+        with log.open("ab") as out:
+            out.write(content[log.stat().st_size : cut])
+        while batch := task.poll():
+            records += batch
+    assert [r.value for r in records] == lines
+    last = FilePosition.from_storage(records[-1].source_offset)
+    assert last.head == fingerprint(content[:HEAD_BYTES])  # grown with the file
+    assert last.tail == fingerprint(content[-TAIL_BYTES:])
+    for n in range(0, len(lines) - 1, 13):
+        stored = StoredOffsets({str(log): records[n].source_offset})
+        resumed = _task(str(tmp_path / "*.log"), stored, batchSize=1)
+        assert _values(resumed) == [lines[n + 1]], n
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [("position", "inode"), ("position", "inode", "head", "headBytes")],
+    ids=["first-release", "with-head"],
+)
+def test_offsets_stored_by_earlier_releases_resume_and_gain_a_tail(
+    tmp_path: Path, kept: tuple[str, ...]
+) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"one\ntwo\n")
+    offset = _task(str(tmp_path / "*.log")).poll()[-1].source_offset
+    stored = StoredOffsets({str(log): {k: v for k, v in offset.items() if k in kept}})
+    with log.open("ab") as out:
+        out.write(b"three\n")
+    records = _task(str(tmp_path / "*.log"), stored).poll()
+    assert [r.value for r in records] == [b"three"]
+    content = log.read_bytes()
+    assert FilePosition.from_storage(records[0].source_offset) == FilePosition(
+        len(content), os.stat(log).st_ino, fingerprint(content), fingerprint(content)
+    )
+
+
+def test_a_first_release_offset_whose_line_end_moved_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"one\ntwo\n")
+    stored = {str(log): {"position": 8, "inode": os.stat(log).st_ino}}
+    log.write_bytes(b"a longer first line\n")  # same inode, longer, no newline at 8
+    with pytest.raises(FileChangedError, match=rf"{log} {REWRITTEN} \(no line ends at byte 8\)"):
+        _task(str(tmp_path / "*.log"), StoredOffsets(stored)).poll()
+
+
+def test_a_file_rewritten_before_any_line_was_taken_is_read_from_its_start(
+    tmp_path: Path,
+) -> None:
+    """Nothing was taken, so nothing can be skipped: the head is taken again, and a
+    restart does not hold the first content against the second."""
+    log = tmp_path / "a.log"
+    log.write_bytes(b"par")  # a line still being written
+    task = _task(str(tmp_path / "*.log"))
+    assert _values(task) == []
+    log.write_bytes(b"whole\n")
+    records = task.poll()
+    assert [r.value for r in records] == [b"whole"]
+    with log.open("ab") as out:
+        out.write(b"next\n")
+    assert _values(_task(str(tmp_path / "*.log"), _stored(records))) == [b"next"]

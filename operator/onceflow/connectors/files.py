@@ -2,12 +2,18 @@
 fixed-size record), exactly once.
 
 The source partition is the file's path and the offset the byte position after the
-last record taken, stored in the transaction that writes the record; the file's inode
-goes with it. Files must be append-only: a file found shorter than the stored position
-(truncated) or under another inode (replaced, e.g. by log rotation that reuses the
-name) stops the task with an error naming the file, instead of being read again from
-the start or skipped. A line is taken only once its newline is written, so a writer
-caught mid-line is never split. New files are picked up by rescanning the patterns.
+last record taken, stored in the transaction that writes the record, with what
+identifies the content the position was counted in: the inode, and CRCs of the file's
+first bytes and of the bytes just before the position (``file_positions``). Files
+must be append-only: a file found shorter than the position (truncated), under
+another inode (replaced, e.g. by log rotation that reuses the name), or with other
+bytes before the position (rewritten in place and grown again, or deleted and
+re-created under a reused inode) stops the task with an error naming the file,
+instead of being read again from the start or skipped. This is checked before every
+read from a position past 0, and in a file that changed without growing, so a change
+between two polls stops a running task as one found at a restart does. A line is
+taken only once its newline is written, so a writer caught mid-line is never split.
+New files are picked up by rescanning the patterns.
 
 Tasks split the files between them by a hash of the path, each scanning for its own,
 so the task configs depend on the config alone.
@@ -21,7 +27,8 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from io import FileIO
+from typing import Any
 
 from onceflow.api.connector import (
     ConfigProblem,
@@ -30,6 +37,16 @@ from onceflow.api.connector import (
     SourceRecord,
     SourceTask,
     TaskContext,
+)
+from onceflow.connectors.file_positions import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    FileObservation,
+    FilePosition,
+    Fingerprint,
+    content_change,
+    fingerprint,
+    stored_offset,
 )
 from onceflow.connectors.settings import (
     integer_problems,
@@ -50,7 +67,6 @@ DEFAULTS: dict[str, Any] = {
 FORMATS = ("lines", "fixed")
 KEYS = ("file", "none")
 READ_CHUNK = 256 * 1024
-HEAD_BYTES = 4096
 
 
 def directory_problem(pattern: str) -> str | None:
@@ -72,8 +88,8 @@ def directory_problem(pattern: str) -> str | None:
 
 
 class FileChangedError(ConnectorError):
-    """A file was truncated or replaced after records of it were written, or cannot be
-    read as configured."""
+    """A file was truncated, replaced or rewritten after records of it were taken, or
+    cannot be read as configured."""
 
 
 def owner_task(path: str, task_count: int) -> int:
@@ -81,23 +97,21 @@ def owner_task(path: str, task_count: int) -> int:
     return zlib.crc32(path.encode()) % task_count
 
 
-def _head(path: str, size: int) -> tuple[int, int]:
-    """A file's identity beyond its inode (which a deleted file's successor may get):
-    the CRC-32 of its first bytes, and how many. An append-only file's first bytes
-    never change."""
-    count = min(size, HEAD_BYTES)
+def _head(path: str, count: int) -> Fingerprint:
+    """The fingerprint of the first ``count`` bytes of the file at ``path``."""
     with open(path, "rb") as file:
-        return zlib.crc32(file.read(count)), count
+        return fingerprint(file.read(count))
 
 
 @dataclass
 class TrackedFile:
     path: str
-    inode: int
-    position: int
-    head: tuple[int, int] | None = None
-    """(crc, bytes) once the file has bytes; stored with every offset."""
-    handle: BinaryIO | None = None
+    at: FilePosition
+    handle: FileIO | None = None
+    verified: tuple[int, int] | None = None
+    """(size, mtime in ns) at its last content check: a file that did not grow past the
+    position is checked again only once these change (a rewrite to the same size
+    within one tick of the file system's clock shows once the file grows)."""
 
     def close(self) -> None:
         if self.handle is not None:
@@ -139,23 +153,22 @@ class FilesTask(SourceTask):
             raise FileChangedError(f"config.paths: {problem}")
 
     def _resume(self, path: str) -> TrackedFile:
+        """The file at its stored position; the position is checked like every other,
+        at the first poll that reaches the file."""
         try:
             inode = os.stat(path).st_ino
         except OSError as error:
             raise FileChangedError(f"config.paths: {path}: {error}") from error
         for other in self.files.values():
-            if other.inode == inode and self._same_file(other, path):
+            if other.at.inode == inode and self._same_file(other, path):
                 raise FileChangedError(
                     f"config.paths: {path} is {other.path} under another name (renamed or "
                     "linked); matched files must keep their names, or records would repeat"
                 )
         stored = self.context.offsets.offset({"file": path})
         if stored is None:
-            return TrackedFile(path, inode, 0)
-        head = (int(stored["head"]), int(stored["headBytes"])) if "head" in stored else None
-        tracked = TrackedFile(path, int(stored["inode"]), int(stored["position"]), head)
-        self._check(tracked, verify_content=True)
-        return tracked
+            return TrackedFile(path, FilePosition(0, inode))
+        return TrackedFile(path, FilePosition.from_storage(stored))
 
     @staticmethod
     def _same_file(known: TrackedFile, path: str) -> bool:
@@ -164,36 +177,30 @@ class FilesTask(SourceTask):
         try:
             return os.path.samefile(known.path, path)
         except FileNotFoundError:
-            return known.head is not None and _head(path, known.head[1]) == known.head
+            head = known.at.head
+            return head is not None and _head(path, head[1]) == head
 
     def _changed(self, tracked: TrackedFile, what: str) -> FileChangedError:
         return FileChangedError(
-            f"config.paths: {tracked.path} {what} after {tracked.position} bytes of it were "
-            "written; files must be append-only: give new data a new file name"
+            f"config.paths: {tracked.path} {what} after {tracked.at.position} bytes of it "
+            "were taken, so reading on would skip or split records; files must be "
+            "append-only: give new content a new file name (renamed to a new name the "
+            "patterns match, this file is read from its start)"
         )
 
-    def _check(self, tracked: TrackedFile, verify_content: bool = False) -> int | None:
-        """The file's size, or None once it is gone (deleted after reading is normal
-        clean-up). ``verify_content``: at resume, also its first bytes and (lines) the
-        newline before the stored position, which a successor under a reused inode
-        would not have."""
+    def _refuse_change(self, tracked: TrackedFile, found: FileObservation) -> None:
+        if what := content_change(tracked.at, found, lines=not self.fixed):
+            raise self._changed(tracked, what)
+
+    def _stat(self, tracked: TrackedFile) -> os.stat_result | None:
+        """The file's status, or None once it is gone (deleted after reading is normal
+        clean-up); refuses another inode or a size below the position."""
         try:
             found = os.stat(tracked.path)
         except FileNotFoundError:
             return None
-        if found.st_ino != tracked.inode:
-            raise self._changed(tracked, f"was replaced (inode {tracked.inode} -> {found.st_ino})")
-        if found.st_size < tracked.position:
-            raise self._changed(tracked, f"was truncated to {found.st_size} bytes")
-        if verify_content and tracked.position:
-            if tracked.head is not None and _head(tracked.path, tracked.head[1]) != tracked.head:
-                raise self._changed(tracked, "was replaced (its first bytes differ)")
-            if not self.fixed:
-                with open(tracked.path, "rb") as file:
-                    file.seek(tracked.position - 1)
-                    if file.read(1) != b"\n":
-                        raise self._changed(tracked, "was replaced (no line ends there)")
-        return found.st_size
+        self._refuse_change(tracked, FileObservation(found.st_ino, found.st_size))
+        return found
 
     def poll(self) -> list[SourceRecord]:
         if time.monotonic() - self.scanned_at >= self.scan_s:
@@ -205,63 +212,117 @@ class FilesTask(SourceTask):
         for tracked in tracked_files[self.next_first :] + tracked_files[: self.next_first]:
             if len(records) >= self.batch_size:
                 break
-            size = self._check(tracked)
-            if size is None:
+            found = self._stat(tracked)
+            if found is None:
                 records += self._drain_deleted(tracked, self.batch_size - len(records))
-            elif size > tracked.position:
+            elif found.st_size > tracked.at.position:
                 records += self._read(tracked, self.batch_size - len(records))
+            elif tracked.at.position and (found.st_size, found.st_mtime_ns) != tracked.verified:
+                self._verify_unread(tracked)
         return records
 
     def _drain_deleted(self, tracked: TrackedFile, limit: int) -> list[SourceRecord]:
         """What a deleted file still holds is read through the handle left open; then
         the file is dropped."""
-        records = self._read(tracked, limit, reopen=False) if tracked.handle else []
+        records = self._read(tracked, limit) if tracked.handle else []
         if not records:
             tracked.close()
             del self.files[tracked.path]
         return records
 
-    def _read(self, tracked: TrackedFile, limit: int, reopen: bool = True) -> list[SourceRecord]:
-        """Up to ``limit`` complete records from the stored position; a record still
-        being written stays for a later poll. The handle is closed at the end of what
-        is there, so idle files hold no descriptor."""
-        if tracked.handle is None and reopen:
-            tracked.handle = self._open(tracked)
-        assert tracked.handle is not None
-        tracked.handle.seek(tracked.position)
-        data, start = b"", 0
-        records: list[SourceRecord] = []
-        while len(records) < limit:
-            end = self._record_end(tracked, data, start)
-            if end is None:
-                more = tracked.handle.read(READ_CHUNK)
-                if not more:
-                    if reopen:
-                        tracked.close()
-                    break
-                data, start = data[start:] + more, 0
-                continue
-            body = data[start:end] if self.fixed else data[start : end - 1]
-            tracked.position += end - start
-            records.append(self._record(tracked, body))
-            start = end
-        return records
-
-    def _open(self, tracked: TrackedFile) -> BinaryIO:
+    def _open(self, tracked: TrackedFile) -> FileIO | None:
+        """A handle on the file, or None once it is gone. Unbuffered: every read is a
+        ``pread`` at a byte the task chose, never from a buffer of earlier content."""
         try:
-            handle = open(tracked.path, "rb")  # noqa: SIM115 - kept open while reading
+            return open(tracked.path, "rb", buffering=0)
+        except FileNotFoundError:
+            return None  # deleted since its stat: the next poll drops it
         except OSError as error:
             raise FileChangedError(f"config.paths: {tracked.path}: {error}") from error
-        found = os.fstat(handle.fileno())
-        if found.st_ino != tracked.inode:
-            handle.close()
-            raise self._changed(tracked, f"was replaced (inode {tracked.inode} -> {found.st_ino})")
-        if tracked.head is None and found.st_size:
-            tracked.head = _head(tracked.path, found.st_size)
-        return handle
 
-    def _record_end(self, tracked: TrackedFile, data: bytes, start: int) -> int | None:
-        """End (exclusive) of the next complete record in ``data`` from ``start``."""
+    def _verify(self, tracked: TrackedFile, handle: FileIO) -> None:
+        """Refuses the file unless it still holds the content its position was counted
+        in (``content_change``). Then takes its head again while nothing was taken or
+        while more of the first ``HEAD_BYTES`` are there, and the tail an offset stored
+        by an earlier release lacks: what passed the checks is the content from here on."""
+        fd = handle.fileno()
+        found = os.fstat(fd)
+        at = tracked.at
+        first = os.pread(fd, HEAD_BYTES, 0)
+        count = at.bytes_before(lines=not self.fixed)
+        before = os.pread(fd, count, at.position - count) if count else None
+        self._refuse_change(tracked, FileObservation(found.st_ino, found.st_size, first, before))
+        if at.head is None or not at.position or at.head[1] < len(first):
+            at = at.with_head(fingerprint(first))
+        if at.position and at.tail is None:
+            count = min(at.position, TAIL_BYTES)
+            at = at.with_tail(fingerprint(os.pread(fd, count, at.position - count)))
+        tracked.at = at
+        tracked.verified = (found.st_size, found.st_mtime_ns)
+
+    def _verify_unread(self, tracked: TrackedFile) -> None:
+        """A file that changed without growing past the position (rewritten to as many
+        bytes, or re-created as large) is checked too: no read would notice."""
+        handle = tracked.handle or self._open(tracked)
+        if handle is None:
+            return
+        try:
+            self._verify(tracked, handle)
+        finally:
+            if handle is not tracked.handle:
+                handle.close()
+
+    def _read(self, tracked: TrackedFile, limit: int) -> list[SourceRecord]:
+        """Up to ``limit`` complete records from the position, once the file is found
+        to hold the content the position was counted in; a record still being written
+        stays for a later poll. The handle is closed at the end of what is there, so
+        idle files hold no descriptor (a deleted file's handle, left open to drain it,
+        too)."""
+        if tracked.handle is None:
+            tracked.handle = self._open(tracked)
+            if tracked.handle is None:
+                return []
+        fd = tracked.handle.fileno()
+        self._verify(tracked, tracked.handle)
+        at = tracked.at
+        position, tail = at.position, at.tail
+        partition = {"file": tracked.path}
+        key = tracked.path.encode() if self.keyed else None
+        # ``data`` holds the file from byte ``base``: from ``start`` on what is left to
+        # take, and before it up to TAIL_BYTES of what was taken, for each record's tail.
+        start = min(position, TAIL_BYTES)
+        base, data = position - start, b""
+        records: list[SourceRecord] = []
+        while len(records) < limit:
+            end = self._record_end(tracked.path, data, start, position)
+            if end is None:
+                more = os.pread(fd, READ_CHUNK, base + len(data))
+                if not more:
+                    tracked.close()
+                    break
+                drop = max(0, start - TAIL_BYTES)
+                data, base, start = data[drop:] + more, base + drop, start - drop
+                continue
+            position += end - start
+            since = max(0, end - TAIL_BYTES)
+            tail = zlib.crc32(data[since:end]), end - since
+            records.append(
+                SourceRecord(
+                    source_partition=partition,
+                    source_offset=stored_offset(position, at.inode, at.head, tail),
+                    key=key,
+                    value=data[start:end] if self.fixed else data[start : end - 1],
+                )
+            )
+            start = end
+        if records:
+            assert tail is not None
+            tracked.at = at.advanced_to(position, tail)
+        return records
+
+    def _record_end(self, path: str, data: bytes, start: int, position: int) -> int | None:
+        """End (exclusive) of the next complete record in ``data`` from ``start`` (at
+        byte ``position`` of the file)."""
         if self.fixed:
             return start + self.fixed if len(data) - start >= self.fixed else None
         newline = data.find(b"\n", start)
@@ -269,21 +330,10 @@ class FilesTask(SourceTask):
             return newline + 1
         if len(data) - start > self.max_line:
             raise FileChangedError(
-                f"config.maxLineBytes: {tracked.path} has a line longer than "
-                f"{self.max_line} bytes at byte {tracked.position}; raise maxLineBytes"
+                f"config.maxLineBytes: {path} has a line longer than "
+                f"{self.max_line} bytes at byte {position}; raise maxLineBytes"
             )
         return None
-
-    def _record(self, tracked: TrackedFile, body: bytes) -> SourceRecord:
-        offset: dict[str, int] = {"position": tracked.position, "inode": tracked.inode}
-        if tracked.head is not None:
-            offset["head"], offset["headBytes"] = tracked.head
-        return SourceRecord(
-            source_partition={"file": tracked.path},
-            source_offset=offset,
-            key=tracked.path.encode() if self.keyed else None,
-            value=body,
-        )
 
     def stop(self) -> None:
         for tracked in self.files.values():
