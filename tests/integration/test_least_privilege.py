@@ -158,6 +158,19 @@ def _a_pipelines_life(cluster: Cluster, bootstrap: str) -> None:
             f"{name} resubmitted after the edit",
         )
         cluster.delete("sparkjobs", name)
+        # Gone, not just deleted: a job being deleted still owns its sink topic (its
+        # driver may still write), so the next job, writing the same topic, would be
+        # held until then.
+        wait_for(
+            lambda name=name: all(
+                s["metadata"]["name"] != name
+                for s in cluster.custom.list_namespaced_custom_object(
+                    "onceflow.io", "v1alpha1", cluster.namespace, "sparkjobs"
+                )["items"]
+            ),
+            120,
+            f"{name} to be gone",
+        )
     cluster.delete("kafkasources", "counter")
     wait_for(
         lambda: (

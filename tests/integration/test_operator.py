@@ -23,7 +23,7 @@ from tests.support.cluster import (
     install_crds,
     new_namespace,
 )
-from tests.support.kafka import authenticated_listener, frozen_broker
+from tests.support.kafka import authenticated_listener, frozen_broker, offsets_written
 from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
 
@@ -202,9 +202,8 @@ def test_a_new_pipeline_is_exactly_once_from_its_first_record_while_a_job_cannot
     rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
     assert rollout["current"] == "enabled", rollout
     assert "SparkJob/stuck" in rollout["step"], rollout
-    wait_for(lambda: sum(end_offsets(kafka_bootstrap, topic).values()) > 0, 60, "a record")
-    # End offsets count commit markers too: an upper bound of the records written.
-    written = sum(end_offsets(kafka_bootstrap, topic).values())
+    wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 0, 60, "a first record")
+    written = offsets_written(kafka_bootstrap, topic)
     assert written < STREAMS * limit, "the source finished before the outage"
     with frozen_broker():
         time.sleep(OUTAGE_S)  # the fault's length, not synchronisation
@@ -416,13 +415,6 @@ def test_a_workload_that_never_gets_ready_holds_the_rollout_and_is_named(
     assert cluster.condition("pipelines", "orders", "Ready")["status"] == "False"
 
 
-def _offsets_written(bootstrap: str, topic: str) -> bool:
-    try:
-        return sum(end_offsets(bootstrap, topic).values()) > 0
-    except LookupError:  # the tasks create it as they start
-        return False
-
-
 def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
@@ -431,7 +423,7 @@ def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, 100_000)
     offsets_topic = f"{cluster.namespace}.orders-counter-offsets"
     # Ready means the tasks run, not that they committed yet: offsets must exist to be kept.
-    wait_for(lambda: _offsets_written(kafka_bootstrap, offsets_topic), 60, "offsets")
+    wait_for(lambda: offsets_written(kafka_bootstrap, offsets_topic) > 0, 60, "offsets")
     generation = cluster.status("kafkasources", "counter")["generation"]
     survivor = kubelet.process(f"counter-g{generation}-0")
     survivor.send_signal(signal.SIGSTOP)

@@ -11,7 +11,6 @@ import uuid
 import pytest
 from kubernetes import watch
 
-from onceflow.eos.consume import end_offsets
 from tests.integration.test_operator import (
     _audit_clean,
     _finished,
@@ -20,6 +19,7 @@ from tests.integration.test_operator import (
     source,
 )
 from tests.support.cluster import Cluster, OperatorProcess
+from tests.support.kafka import offsets_written
 from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
 
@@ -162,7 +162,7 @@ def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
         120,
         "the source Ready in disabled",
     )
-    wait_for(lambda: _written(kafka_bootstrap, topic) > 0, 60, "a first record")
+    wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 0, 60, "a first record")
     old = [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
     for name in old:
         kubelet.process(name).send_signal(signal.SIGSTOP)
@@ -196,10 +196,3 @@ def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
     )
     wait_for(lambda: _finished(cluster, kafka_bootstrap, topic, limit), 180, "the limit")
     _audit_clean(kafka_bootstrap, topic, limit)
-
-
-def _written(bootstrap: str, topic: str) -> int:
-    try:
-        return sum(end_offsets(bootstrap, topic).values())
-    except LookupError:
-        return 0

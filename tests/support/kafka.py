@@ -180,3 +180,14 @@ def frozen_broker() -> Iterator[int]:
         yield pid
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def offsets_written(bootstrap: str, topic: str) -> int:
+    """The topic's end offsets summed (records and transaction markers: an upper bound
+    of the records written); 0 while no writer has created the topic yet."""
+    from onceflow.eos.consume import end_offsets
+
+    try:
+        return sum(end_offsets(bootstrap, topic).values())
+    except LookupError:
+        return 0
