@@ -34,6 +34,7 @@ from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
 from tests.support.kafka import drain, frozen_broker, new_topic
+from tests.support.proc import signal_pending
 from tests.support.tasks import (
     TaskProcess,
     committed_offsets,
@@ -249,16 +250,6 @@ def test_offsets_the_broker_refuses_are_not_counted_as_carried(kafka_bootstrap: 
     assert read_offsets(kafka_bootstrap, new, owner).offset({"file": "a"}) == offset
 
 
-def _signal_pending(pid: int, signum: int) -> bool:
-    """Whether ``signum`` was sent to the process and no thread of it has taken it yet."""
-    bit = 1 << (signum - 1)
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("ShdPnd", "SigPnd") and int(value, 16) & bit:
-            return True
-    return False
-
-
 class _CommitsStalled:
     """True once the task's count of committed transactions has not moved for
     ``quiet_s``: while the broker answers, a task committing at every 10 ms poll moves
@@ -317,7 +308,7 @@ def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
             wait_for(stalled, 20, "the task's commit to block on the frozen broker")
             task.signal(signal.SIGTERM)
             wait_for(
-                lambda: not _signal_pending(pid, signal.SIGTERM),
+                lambda: not signal_pending(pid, signal.SIGTERM),
                 10,
                 "the task to take the SIGTERM while its commit is blocked",
             )

@@ -34,6 +34,7 @@ import pytest
 
 from onceflow.runtime.stop_signals import StopSignalsTooLateError, stop_on_signals
 from onceflow.runtime.task import ExitCode
+from tests.support.proc import signal_pending
 from tests.support.waiting import wait_for
 
 BLOCKED_IN_A_CALL = textwrap.dedent(
@@ -87,16 +88,6 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def _pending(pid: int, signum: int) -> bool:
-    """Whether ``signum`` was sent to the process and not yet taken by any thread."""
-    bit = 1 << (signum - 1)
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("ShdPnd", "SigPnd") and int(value, 16) & bit:
-            return True
-    return False
-
-
 def _signalled_inside_the_call(mode: str, signum: signal.Signals) -> tuple[int, str, str]:
     """Runs the script, sends ``signum`` while it sits in the call, lets the call end
     once the process took the signal; returns the exit code, stdout and stderr."""
@@ -114,7 +105,7 @@ def _signalled_inside_the_call(mode: str, signum: signal.Signals) -> tuple[int, 
         wait_for(lambda: _state(child.pid) == "S", 10, "the script to block in the call")
         child.send_signal(signum)
         wait_for(
-            lambda: not _pending(child.pid, signum),
+            lambda: not signal_pending(child.pid, signum),
             10,
             f"the script to take {signum.name} while in the call",
         )
