@@ -97,6 +97,19 @@ def test_a_lost_source_status_stops_the_old_pods_before_the_new_incarnation_runs
     topic = f"edge-{uuid.uuid4().hex[:6]}"
     limit = 3000
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
+    # A second generation runs when the status is lost (a new Pipeline starts at its
+    # target, so the first generation is already enabled): the new incarnation's pods
+    # (generation 1) are then named apart from the old ones, as on a cluster whose
+    # source has lived a while. The stand-in kubelet tells pods apart by name.
+    cluster.patch_spec("kafkasources", "counter", {"connector": {"config": {"pollIntervalMs": 25}}})
+    wait_for(
+        lambda: (
+            cluster.status("kafkasources", "counter").get("generation") == 2
+            and cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+        ),
+        90,
+        "a second generation running",
+    )
     before = cluster.status("kafkasources", "counter")
     old_pods = {p.metadata.name: p.metadata.uid for p in cluster.pods("onceflow.io/source=counter")}
     obj = cluster.get("kafkasources", "counter")
