@@ -83,6 +83,19 @@ def _audit_clean(bootstrap: str, topic: str, limit: int) -> None:
     assert report.ok, report
 
 
+def _delivered_exactly_once(
+    cluster: Cluster, bootstrap: str, topic: str, limit: int, timeout_s: float
+) -> None:
+    """Every stream reaches ``limit``, then the audit finds each record once, in order."""
+    wait_for(
+        lambda: _finished(cluster, bootstrap, topic, limit),
+        timeout_s,
+        "every stream to reach the limit",
+        interval_s=2,
+    )
+    _audit_clean(bootstrap, topic, limit)
+
+
 def test_rollout_walks_through_preparing_and_delivers_exactly_once(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
@@ -151,13 +164,7 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
     )
     assert cluster.status("kafkasources", "counter")["generation"] == 3
 
-    wait_for(
-        lambda: _finished(cluster, kafka_bootstrap, topic, LIMIT),
-        180,
-        "every stream to reach the limit",
-        interval_s=2,
-    )
-    _audit_clean(kafka_bootstrap, topic, LIMIT)
+    _delivered_exactly_once(cluster, kafka_bootstrap, topic, LIMIT, 180)
 
 
 OUTAGE_S = 30
@@ -207,13 +214,7 @@ def test_a_new_pipeline_is_exactly_once_from_its_first_record_while_a_job_cannot
     assert written < STREAMS * limit, "the source finished before the outage"
     with frozen_broker():
         time.sleep(OUTAGE_S)  # the fault's length, not synchronisation
-    wait_for(
-        lambda: _finished(cluster, kafka_bootstrap, topic, limit),
-        240,
-        "every stream to reach the limit",
-        interval_s=2,
-    )
-    _audit_clean(kafka_bootstrap, topic, limit)
+    _delivered_exactly_once(cluster, kafka_bootstrap, topic, limit, 240)
 
 
 def _settle_enabled(cluster: Cluster, bootstrap: str, topic: str, tasks: int, limit: int) -> None:
