@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from onceflow.api.connector import SourceRecord, TransactionRequest
+import time
+
+from onceflow.api.connector import RecordingTransactionContext, SourceRecord, TransactionRequest
 from onceflow.runtime.task import split_at_boundaries
 
 
@@ -30,3 +32,13 @@ def test_a_boundary_after_the_last_record_leaves_an_empty_rest() -> None:
         (records, commit),
         ([], None),
     ]
+
+
+def test_a_transaction_runs_long_only_while_open_past_half_its_timeout() -> None:
+    txn = RecordingTransactionContext(long_after_s=30.0)
+    assert not txn.running_long(), "no transaction is open"
+    txn.opened_at = lambda: time.monotonic() - 10
+    assert not txn.running_long()
+    txn.opened_at = lambda: time.monotonic() - 31
+    assert txn.running_long()
+    assert not RecordingTransactionContext().running_long(), "without a timeout: never"

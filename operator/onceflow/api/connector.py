@@ -8,6 +8,8 @@ themselves, they read them through the ``OffsetReader`` at start.
 
 from __future__ import annotations
 
+import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,6 +97,14 @@ class TransactionContext(Protocol):
     def abort_transaction_after(self, record: SourceRecord) -> None:
         """Abort right after ``record`` (a record of the current batch): the open
         transaction up to it is discarded, its offsets committed as for an abort."""
+
+    def running_long(self) -> bool:
+        """True once the open Kafka transaction has used half of the source's
+        ``transactionTimeoutMs``. The broker aborts a transaction that outlives the
+        timeout, and a task that resumes before the same unit of work would meet the
+        same fate on every restart: a connector whose own unit of atomicity (a database
+        transaction) can grow without bound ends the Kafka transaction early when this
+        says so, at a record it can resume after."""
 
 
 @dataclass(frozen=True)
@@ -223,9 +233,17 @@ class TransactionRequest:
 
 @dataclass
 class RecordingTransactionContext:
-    """The runtime's TransactionContext: it only records requests; the runner acts."""
+    """The runtime's TransactionContext: it only records requests; the runner acts,
+    and tells it when the open transaction began (``opened_at``: monotonic seconds,
+    None while none is open)."""
 
+    long_after_s: float = math.inf
     requests: list[TransactionRequest] = field(default_factory=list)
+    opened_at: Callable[[], float | None] = lambda: None
+
+    def running_long(self) -> bool:
+        opened = self.opened_at()
+        return opened is not None and time.monotonic() - opened >= self.long_after_s
 
     def commit_transaction(self) -> None:
         self.requests.append(TransactionRequest(commit=True))

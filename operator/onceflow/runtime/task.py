@@ -261,7 +261,7 @@ class TaskRunner:
             if self._superseded("before writing anything"):
                 return ExitCode.STOPPED
             txn = (
-                RecordingTransactionContext()
+                RecordingTransactionContext(long_after_s=s.transaction_timeout_ms / 2000)
                 if s.transaction_boundary is TransactionBoundary.CONNECTOR
                 else None
             )
@@ -286,6 +286,8 @@ class TaskRunner:
         s = self.settings
         batch = PendingBatch()
         offset_keys = OffsetKeys(s.offsets_owner)
+        if txn is not None:
+            txn.opened_at = lambda: batch.opened_at if batch.open else None
 
         def commit() -> None:
             nonlocal batch

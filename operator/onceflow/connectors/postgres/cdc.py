@@ -89,6 +89,7 @@ class CdcTask(SourceTask):
         self.batch_size: int = config["batchSize"]
         self.chunk_size: int = config["snapshotChunkSize"]
         self.per_commit: int = config["transactionsPerCommit"]
+        self.max_records: int = config["maxRecordsPerTransaction"]
         self.reconnect_s = config["reconnectTimeoutMs"] / 1000
         self.status_s = config["statusIntervalMs"] / 1000
         self.secrets = context.secrets
@@ -153,6 +154,7 @@ class CdcTask(SourceTask):
         self.change_at = (0, 0)
         """The current change's LSN and how many records it has made."""
         self.txns_since_boundary = 0
+        self.records_since_boundary = 0
         self.held: SourceRecord | None = None
         self.emitted = self.committed = 0
         self.received = self.confirmable = self.quiet = 0
@@ -407,9 +409,26 @@ class CdcTask(SourceTask):
         )
         if self.held is not None:
             out.append(self.held)
+            self._bound_transaction(self.held)
         # The last record of a transaction is known only when its Commit arrives, and a
         # boundary can only follow a record of the batch that carries it: hold one back.
         self.held = record
+
+    def _bound_transaction(self, record: SourceRecord) -> None:
+        """Inside a database transaction, ends the Kafka transaction after ``record``
+        once it holds ``maxRecordsPerTransaction`` records or has used half of the
+        transaction timeout: a database transaction of any size then commits in
+        pieces, and a restart resumes after the last piece by the change-level offset,
+        instead of being aborted by the broker on every attempt while the slot keeps
+        its WAL. A consumer sees such a transaction's records in more than one Kafka
+        transaction."""
+        self.records_since_boundary += 1
+        transactions = self.context.transactions
+        if transactions is None:
+            return
+        if self.records_since_boundary >= self.max_records or transactions.running_long():
+            transactions.commit_transaction_after(record)
+            self.records_since_boundary = 0
 
     def _end_transaction(self, commit: Commit, out: list[SourceRecord]) -> None:
         self.txn = None
@@ -419,10 +438,11 @@ class CdcTask(SourceTask):
             self._quiet_at(commit.end_lsn, out)
             return
         out.append(self.held)
+        self.records_since_boundary += 1
         self.txns_since_boundary += 1
         if self.context.transactions is not None and self.txns_since_boundary >= self.per_commit:
             self.context.transactions.commit_transaction_after(self.held)
-            self.txns_since_boundary = 0
+            self.txns_since_boundary = self.records_since_boundary = 0
         self.held = None
 
     def _commit_when_caught_up(self, out: list[SourceRecord]) -> None:
@@ -431,7 +451,7 @@ class CdcTask(SourceTask):
         caught_up = len(out) < self.batch_size and self.txn is None and self.held is None
         if caught_up and self.txns_since_boundary and self.context.transactions is not None:
             self.context.transactions.commit_transaction()
-            self.txns_since_boundary = 0
+            self.txns_since_boundary = self.records_since_boundary = 0
 
     def _quiet_at(self, end: int, out: list[SourceRecord]) -> None:
         """With nothing written and not yet committed, the slot may move on to ``end``

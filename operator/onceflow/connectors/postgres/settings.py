@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "snapshot": "initial",
     "snapshotChunkSize": 2000,
     "transactionsPerCommit": 1,
+    "maxRecordsPerTransaction": 100000,
     "reconnectTimeoutMs": 60000,
     "statusIntervalMs": 10000,
     # incrementing / timestamp+incrementing
@@ -108,6 +109,7 @@ def _cdc_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
         {
             "snapshotChunkSize": 1,
             "transactionsPerCommit": 1,
+            "maxRecordsPerTransaction": 1,
             "reconnectTimeoutMs": 0,
             "statusIntervalMs": 100,
         },
