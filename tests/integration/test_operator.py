@@ -654,6 +654,26 @@ def test_a_postgres_cdc_source_runs_under_the_operator_and_a_refused_one_starts_
     wait_for(lambda: audit().caught_up, 180, "every change", interval_s=2)
     report = audit()
     assert report.ok, report.problems[:10]
+    # The slot's WAL is in status, measured by the operator's passes: a settled source
+    # is passed over again at its resync, or (here, not to wait for it) when its
+    # object changes; the task created its slot after the pass that saw it ready.
+    cluster.custom.patch_namespaced_custom_object(
+        "onceflow.io",
+        "v1alpha1",
+        cluster.namespace,
+        "kafkasources",
+        "orders-cdc",
+        {"metadata": {"annotations": {"test.onceflow.io/look-again": "1"}}},
+    )
+    wait_for(
+        lambda: "retention" in cluster.status("kafkasources", "orders-cdc"),
+        150,
+        "the slot's retained WAL in status",
+    )
+    retention = cluster.status("kafkasources", "orders-cdc")["retention"]
+    assert retention["what"] == f"WAL kept by replication slot op_{suffix}", retention
+    assert 0 <= retention["bytes"] <= retention["limitBytes"] == 10 * 1024**3
+    assert cluster.condition("kafkasources", "orders-cdc", "Degraded")["status"] == "False"
     wait_for(
         lambda: (
             cluster.condition("kafkasources", "orders-missing", "Degraded").get("reason")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -34,6 +32,7 @@ from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode
 from tests.support.kafka import drain, frozen_broker, new_topic
+from tests.support.metrics import free_port, scrape
 from tests.support.proc import signal_pending
 from tests.support.tasks import (
     TaskProcess,
@@ -138,9 +137,7 @@ def test_fencing_reports_each_id_and_says_what_is_wrong(kafka_bootstrap: str) ->
 
 
 def test_task_exports_transaction_metrics(kafka_bootstrap: str, tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     desired = plan(
         kafka_bootstrap, tasks_max=1, config={"streams": 2, "limit": 50, "batchSize": 10}
     )
@@ -148,17 +145,7 @@ def test_task_exports_transaction_metrics(kafka_bootstrap: str, tmp_path: Path) 
     task = TaskProcess(settings.model_copy(update={"metrics_port": port}), tmp_path).start()
     try:
         wait_for(lambda: committed_offsets(desired) == {"s0": 50, "s1": 50}, 60, "100 records")
-
-        def scrape() -> dict[str, float]:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
-                text = page.read().decode()
-            return {
-                line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines()
-                if line.startswith("onceflow_source_") and "{" in line
-            }
-
-        metrics = scrape()
+        metrics = scrape(port)
         assert metrics["onceflow_source_records_committed_total"] == 100
         assert metrics["onceflow_source_transactions_committed_total"] == 10
         assert metrics["onceflow_source_transaction_size_max"] == 10
@@ -262,15 +249,7 @@ class _CommitsStalled:
         self.since = time.monotonic()
 
     def committed(self) -> float:
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as page:
-            text = page.read().decode()
-        (line,) = (
-            line
-            for line in text.splitlines()
-            if line.startswith("onceflow_source_transactions_committed_total{")
-        )
-        return float(line.rsplit(" ", 1)[1])
+        return scrape(self.port)["onceflow_source_transactions_committed_total"]
 
     def __call__(self) -> bool:
         count = self.committed()
@@ -289,9 +268,7 @@ def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
     the task stops on the request with exit 0 and nothing of the kind in its log, and
     what it committed is there exactly once. The broker is frozen for a few seconds
     only, and resumed whatever happens."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     desired = plan(
         kafka_bootstrap, tasks_max=1, config={"streams": 1, "batchSize": 10, "pollIntervalMs": 10}
     )

@@ -140,6 +140,21 @@ class TaskContext:
         )
 
 
+@dataclass(frozen=True)
+class Retention:
+    """What a source system keeps on a source's behalf until the source has read it
+    (a replication slot's WAL). It grows while the source is behind or stopped, and
+    the system's disk fills if nobody notices: above ``limit_bytes`` the source is
+    reported Degraded, naming ``limit_from``."""
+
+    what: str
+    """What is kept, in words for status (e.g. "WAL kept by replication slot x")."""
+    bytes: int
+    limit_bytes: int
+    limit_from: str
+    """Where the limit comes from: a setting to raise, or the system's own cap."""
+
+
 class SourceTask(ABC):
     """One unit of parallel work; owns a disjoint set of source partitions."""
 
@@ -160,6 +175,12 @@ class SourceTask(ABC):
 
     def stop(self) -> None:
         """Release resources; called once, after the last poll."""
+
+    def retained_bytes(self) -> int | None:
+        """How much the source system keeps for this task until it reads it (a slot's
+        retained WAL), as last measured; exported as a gauge. Called between polls,
+        so it must not do I/O itself: a task measures on its own schedule."""
+        return None
 
 
 class SourceConnector(ABC):
@@ -196,6 +217,12 @@ class SourceConnector(ABC):
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
         """At most ``max_tasks`` task configs splitting the work; deterministic for a
         given input, since a change of output starts a new task generation."""
+
+    def retention(self, config: Mapping[str, Any], secrets: Mapping[str, str]) -> Retention | None:
+        """What the source system keeps for this source (see ``Retention``), asked by
+        the operator on its passes with a valid ``config``; None when it keeps nothing
+        or cannot be asked right now (a pass never fails for want of it)."""
+        return None
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         """True when the connector can resume exactly from a stored offset (KIP-618)."""

@@ -10,6 +10,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
+from onceflow.api.connector import Retention
 from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.status import FencingStatus
@@ -276,6 +277,25 @@ class TaskStatus(ApiModel):
     )
 
 
+class RetentionStatus(ApiModel):
+    """What the source system keeps for the source until it has read it, as the
+    operator last measured it (a CDC slot's WAL)."""
+
+    what: str = Field(description="What is kept (e.g. the WAL of replication slot x).")
+    bytes: int = Field(ge=0, description="How much is kept now.")
+    limit_bytes: int = Field(ge=0, description="Above this the source is Degraded.")
+    limit_from: str = Field(description="Where the limit comes from (the setting to change).")
+
+    @classmethod
+    def measured(cls, found: Retention) -> RetentionStatus:
+        return cls(
+            what=found.what,
+            bytes=found.bytes,
+            limit_bytes=found.limit_bytes,
+            limit_from=found.limit_from,
+        )
+
+
 class KafkaSourceStatus(FencingStatus):
     """Observed state: task generations and their fencing, written only by the operator."""
 
@@ -324,6 +344,11 @@ class KafkaSourceStatus(FencingStatus):
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")
+    retention: RetentionStatus | None = Field(
+        default=None,
+        description="What the source system keeps until the source reads it, measured on "
+        "the operator's passes (CDC: the slot's retained WAL).",
+    )
 
 
 class KafkaSource(ApiModel):

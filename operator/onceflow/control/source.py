@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from onceflow.api import KafkaSource, Pipeline
-from onceflow.api.source import KafkaSourceStatus
+from onceflow.api.source import KafkaSourceStatus, RetentionStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
@@ -54,6 +54,7 @@ from onceflow.logic.protocol import (
 from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
     record_from_status,
+    retention_condition,
     status_with_record,
     task_statuses,
     terminating,
@@ -231,7 +232,7 @@ class SourceReconciler:
         if acted:
             # Steps ran (the pods were listed after them): the status is read afresh.
             obj = self.kube.get(PLURAL, namespace, name) or obj
-        return self._record_outcome(obj, pods, record)
+        return self._record_outcome(obj, pods, record, self._retention(source))
 
     def _execute(
         self,
@@ -277,12 +278,7 @@ class SourceReconciler:
         """No task pod starts for a source its system refuses (a missing table, an
         unreachable cluster): status says what to fix, the check is asked again later."""
         secret_ref = source.spec.connector.secret_ref
-        secret = (
-            self.kube.secret_if_present(source.metadata.namespace, secret_ref.name)
-            if secret_ref
-            else None
-        )
-        secrets = secret[0] if secret else {}
+        secrets = self._connector_secrets(source)
         connector = self.connectors(source.spec.connector.type)
         if connector.secret_is_kafka_client_config and secret_ref is not None:
             refused = refused_secret_keys(secrets, self.policy.extra_secret_keys)
@@ -297,6 +293,22 @@ class SourceReconciler:
             message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"
             self._degrade(obj, SOURCE_SYSTEM_REFUSED, message)
             raise RetryLaterError(message, SOURCE_CHECK_RETRY_S)
+
+    def _connector_secrets(self, source: KafkaSource) -> dict[str, str]:
+        secret_ref = source.spec.connector.secret_ref
+        secret = (
+            self.kube.secret_if_present(source.metadata.namespace, secret_ref.name)
+            if secret_ref
+            else None
+        )
+        return dict(secret[0]) if secret else {}
+
+    def _retention(self, source: KafkaSource) -> RetentionStatus | None:
+        """Measured on every pass that reaches the outcome (a settled source's resync
+        included), so a slot filling the database's disk shows while tasks still run."""
+        connector = self.connectors(source.spec.connector.type)
+        found = connector.retention(source.spec.connector.config, self._connector_secrets(source))
+        return None if found is None else RetentionStatus.measured(found)
 
     def _record_intent(
         self, obj: Obj, old: GenerationRecord | None, record: GenerationRecord
@@ -411,7 +423,13 @@ class SourceReconciler:
                 )
             )
 
-    def _record_outcome(self, latest: Obj, pods: list[Obj], record: GenerationRecord) -> bool:
+    def _record_outcome(
+        self,
+        latest: Obj,
+        pods: list[Obj],
+        record: GenerationRecord,
+        retention: RetentionStatus | None,
+    ) -> bool:
         status = self._status(latest)
         tasks = task_statuses(pods, record.generation)
         ready = sum(1 for t in tasks if t.ready)
@@ -420,13 +438,15 @@ class SourceReconciler:
         message = (
             f"generation {status.generation}: {ready}/{count} task(s) running in mode {status.mode}"
         )
-        status = status.model_copy(update={"tasks": tasks, "ready_tasks": ready})
+        status = status.model_copy(
+            update={"tasks": tasks, "ready_tasks": ready, "retention": retention}
+        )
         status = self._conditions(
             latest,
             status,
             ready=(all_ready, "TasksRunning" if all_ready else "TasksStarting", message),
             progressing=(not all_ready, "TasksStarting" if not all_ready else "Stable", message),
-            degraded=(False, "Healthy", ""),
+            degraded=retention_condition(retention),
         )
         self._write(latest, status)
         return all_ready

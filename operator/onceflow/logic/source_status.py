@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from onceflow.api.source import KafkaSourceStatus, TaskStatus
+from onceflow.api.source import KafkaSourceStatus, RetentionStatus, TaskStatus
 from onceflow.logic.generations import GenerationRecord, LegacyIds
 from onceflow.logic.protocol import Worker
 from onceflow.model.objects import (
@@ -126,3 +126,30 @@ def task_statuses(pods: Sequence[Pod], generation: int) -> list[TaskStatus]:
             )
         )
     return sorted(tasks, key=lambda t: t.id)
+
+
+RETAINS_TOO_MUCH = "SourceRetainsTooMuch"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
+
+
+def retention_condition(retention: RetentionStatus | None) -> tuple[bool, str, str]:
+    """Degraded while the source system keeps more than its limit for the source:
+    the tasks may well be running, but something holds them back (a task that keeps
+    failing, a stopped generation, a slot nobody reads), and left alone the system's
+    disk fills."""
+    if retention is None or retention.bytes <= retention.limit_bytes:
+        return (False, "Healthy", "")
+    return (
+        True,
+        RETAINS_TOO_MUCH,
+        f"{retention.what}: {_size(retention.bytes)}, over the limit of "
+        f"{_size(retention.limit_bytes)} ({retention.limit_from}); the source is behind or "
+        "not reading, and the system keeps everything since its last commit: fix what "
+        "holds the tasks back (see status.tasks), or raise the limit",
+    )

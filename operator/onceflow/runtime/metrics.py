@@ -32,6 +32,11 @@ TRANSACTIONS_ABORTED = Counter(
 PRODUCER_FENCED = Counter(
     "onceflow_source_producer_fenced", "Times this task found itself fenced", _LABELS
 )
+RETAINED_BYTES = Gauge(
+    "onceflow_source_retained_bytes",
+    "What the source system keeps until this task has read it (a replication slot's WAL)",
+    _LABELS,
+)
 COMMIT_LATENCY = Histogram(
     "onceflow_source_commit_latency_seconds",
     "Time to commit a transaction (or flush offsets)",
@@ -77,3 +82,7 @@ class TaskMetrics:
 
     def fenced(self) -> None:
         PRODUCER_FENCED.labels(**self._labels).inc()
+
+    def retained(self, size: int | None) -> None:
+        if size is not None:
+            RETAINED_BYTES.labels(**self._labels).set(size)

@@ -202,8 +202,15 @@ class TaskRunner:
             admin=admin,
         )
 
+    def _idle(self, task: SourceTask) -> None:
+        """Nothing to write: the time to refresh what is measured outside commits (a
+        stuck source commits nothing while its system keeps more and more for it)."""
+        self.metrics.retained(task.retained_bytes())
+        self.stop.wait(IDLE_WAIT_S)
+
     def _made_durable(self, task: SourceTask, batch: PendingBatch, seconds: float) -> None:
         self.metrics.committed(len(batch.records), seconds)
+        self.metrics.retained(task.retained_bytes())
         for partition, offset in batch.offsets.values():
             shown = "/".join(str(v) for v in partition.values())
             values = list(offset.values())
@@ -355,7 +362,7 @@ class TaskRunner:
             ):
                 commit()
             if not records:
-                self.stop.wait(IDLE_WAIT_S)
+                self._idle(task)
         if batch.open and s.transaction_boundary is not TransactionBoundary.CONNECTOR:
             # Graceful stop finishes the open transaction: its records were polled and
             # the connector may already have moved on from them. Under connector-defined
@@ -396,7 +403,7 @@ class TaskRunner:
                 if stopping:
                     return ExitCode.STOPPED
                 if not records:
-                    self.stop.wait(IDLE_WAIT_S)
+                    self._idle(task)
         finally:
             task.stop()
             writer.close()

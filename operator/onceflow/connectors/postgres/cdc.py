@@ -65,6 +65,7 @@ from onceflow.connectors.postgres.server_checks import (
     slot_problem,
 )
 from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
+from onceflow.connectors.postgres.slot_retention import retained_bytes
 from onceflow.connectors.postgres.snapshot_reader import SegmentedSnapshot
 from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read, window_end
 from onceflow.connectors.settings import masked
@@ -159,6 +160,7 @@ class CdcTask(SourceTask):
         self.emitted = self.committed = 0
         self.received = self.confirmable = self.quiet = 0
         self.status_at = 0.0
+        self.retained: int | None = None
         self.snapshot_lost_at: float | None = None
 
     def _replication(self) -> ReplicationConnection:
@@ -469,6 +471,17 @@ class CdcTask(SourceTask):
         if self.stream is not None:
             self.stream.send_status(self.received, max(self.confirmable, self.quiet))
             self.status_at = time.monotonic()
+            self._measure_retention()
+
+    def _measure_retention(self) -> None:
+        """On the status schedule: what the slot keeps after what was just confirmed."""
+        try:
+            self.retained = retained_bytes(self.sql, self.slot)
+        except psycopg.Error as error:  # a gauge must never stop the task
+            log.debug("retained WAL not measured: %s", error)
+
+    def retained_bytes(self) -> int | None:
+        return self.retained
 
     # -- commits -----------------------------------------------------------------
 

@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "maxRecordsPerTransaction": 100000,
     "reconnectTimeoutMs": 60000,
     "statusIntervalMs": 10000,
+    "maxRetainedWalBytes": 10 * 1024**3,
     # incrementing / timestamp+incrementing
     "incrementingColumn": None,
     "timestampColumn": None,
@@ -110,6 +111,7 @@ def _cdc_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
             "snapshotChunkSize": 1,
             "transactionsPerCommit": 1,
             "maxRecordsPerTransaction": 1,
+            "maxRetainedWalBytes": 1,
             "reconnectTimeoutMs": 0,
             "statusIntervalMs": 100,
         },
