@@ -72,9 +72,7 @@ def test_a_slot_left_behind_is_measured_and_degrades_the_source_over_its_limit(
 
     limited = connector.retention({**config, "maxRetainedWalBytes": 1024**2}, {})
     assert limited is not None
-    degraded, reason, message = retention_condition(
-        RetentionStatus.measured(limited)
-    )
+    degraded, reason, message = retention_condition(RetentionStatus.measured(limited))
     assert (degraded, reason) == (True, RETAINS_TOO_MUCH)
     assert f"WAL kept by replication slot {slot}" in message
     assert "config.maxRetainedWalBytes" in message
