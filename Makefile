@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
         postgres-up postgres-down s3-up s3-down image testbed-deps lint typecheck imports check unit test \
-        e2e-cluster chaos demo clean
+        e2e-cluster chaos conformance demo clean
 
 install: $(STAMP)
 
@@ -92,12 +92,21 @@ test: testbed-deps check
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-# The end-to-end tests at the sizes that find rare interleavings (the defaults in
-# make test still inject real faults, and assert they landed): 200 task kills, 20
-# driver kills per Spark chaos test, 20,000 records a stream; far longer than make test.
+# The end-to-end tests and the conformance kits at the sizes that find rare
+# interleavings (the defaults in make test still inject real faults, and assert they
+# landed): 200 task kills (50 faults a connector in the source kit), 20 driver kills a
+# Spark chaos test and a sink in the sink kit, 20,000 records a stream.
 chaos: testbed-deps
 	@ONCEFLOW_CHAOS_KILLS=200 ONCEFLOW_CHAOS_RECORDS=20000 ONCEFLOW_CHAOS_DRIVER_KILLS=20 \
-	  $(BIN)/pytest tests/e2e -m "not node" $(PYTEST_ARGS)
+	  $(BIN)/pytest tests/conformance tests/e2e -m "not node" $(PYTEST_ARGS)
+
+# The conformance kits alone, large: 30 faults and a generation change per source
+# connector, 10 driver kills per sink, loads scaled to 20,000 records (make test: 5
+# faults, 3 driver kills, 3000). A connector author's own kit module in
+# tests/conformance runs here too; PYTEST_ARGS="-k my-connector" picks one.
+conformance: testbed-deps
+	@ONCEFLOW_CHAOS_KILLS=120 ONCEFLOW_CHAOS_RECORDS=20000 ONCEFLOW_CHAOS_DRIVER_KILLS=10 \
+	  $(BIN)/pytest tests/conformance $(PYTEST_ARGS)
 
 # Every fault of the real-node end-to-end test (make test runs a short list).
 e2e-cluster: testbed-deps

@@ -36,18 +36,35 @@ def final_versions(dsn: str, table: str) -> dict[int, int]:
         return dict(conn.execute(f"SELECT id, version FROM {table}").fetchall())
 
 
+def drop_slot(dsn: str, slot: str) -> None:
+    """Drops a replication slot no task holds any more: a forgotten one keeps WAL on
+    the test bed's server for good."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name = %s AND NOT active",
+            (slot,),
+        )
+
+
+PACE_EVERY = 500
+"""The Loader pauses for its ``pace_s`` once per this many changes."""
+
+
 class Loader(BackgroundWork):
     """``changes`` changes, one to five per transaction: inserts (some by COPY, whose
     rows share one WAL record), updates, deletes, and primary-key changes (which the
     connector writes as a delete of the old key and an insert of the new one at
-    version 1). Ids are never reused; ``existing`` rows are there before."""
+    version 1). Ids are never reused; ``existing`` rows are there before. It pauses
+    ``pace_s`` after every PACE_EVERY changes, so ``changes // PACE_EVERY * pace_s``
+    is the least it takes."""
 
     def __init__(self, dsn: str, table: str, existing: int, changes: int, pace_s: float) -> None:
         super().__init__()
         self.dsn, self.table, self.changes, self.pace_s = dsn, table, changes, pace_s
         self.live = list(range(1, existing + 1))
         self.next_id = existing + 1
-        self.done = self.deleted = 0
+        self.done = self.deleted = self.pauses = 0
         self.rng = random.Random(4)
 
     def work(self) -> None:
@@ -57,7 +74,8 @@ class Loader(BackgroundWork):
                     for _ in range(self.rng.randint(1, 5)):
                         if self.done < self.changes:
                             self.done += self._change(conn)
-                if self.done % 500 < 5 and self.pace_s:
+                if self.pace_s and self.done // PACE_EVERY > self.pauses:
+                    self.pauses += 1
                     time.sleep(self.pace_s)
 
     def _new_id(self) -> int:
@@ -100,7 +118,8 @@ class ChangeAudit:
     problems: list[str] = field(default_factory=list)
     """Records out of turn: repeated, skipped or reordered changes."""
     behind: list[str] = field(default_factory=list)
-    """Keys whose last record is not the table's final state (yet)."""
+    """Keys whose last record is not the table's final state (yet): a change not
+    delivered so far, a delete included, is only known lost once it never comes."""
 
     @property
     def caught_up(self) -> bool:
@@ -157,7 +176,7 @@ def audit_changes(
             )
     for key, seen in last.items():
         if key not in final and seen["op"] != "d":
-            audit.problems.append(
+            audit.behind.append(
                 f"id {key}: deleted from the table but its last record is {seen['op']}"
             )
     return audit

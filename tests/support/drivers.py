@@ -11,12 +11,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from onceflow.api.spark import SparkJobSettings
 from onceflow.spark.job import CHAOS_EXIT_CODE
-from tests.support.checkpoint import batch_in_flight, last_batch
+from tests.support.checkpoint import batch_in_flight, forget_batch, last_batch
+from tests.support.proc import descendants, ended
 from tests.support.testbed import ROOT, spark_jars
+from tests.support.waiting import wait_for
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 """The tests' drivers live for seconds over small inputs: the JIT's first tier alone
@@ -49,8 +53,10 @@ def start_driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[
 
 def die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir: Path) -> int:
     """Runs a driver that exits right after its first sink commit; returns the batch id
-    the sink committed but the checkpoint's commit log does not record."""
-    marker = workdir / "exited-after-commit"
+    the sink committed but the checkpoint's commit log does not record. A marker file
+    of its own per call: the drill fires once per file, and a job may be stopped so
+    more than once."""
+    marker = workdir / f"exited-after-commit-{uuid.uuid4().hex[:6]}"
     driver = start_driver(
         settings.model_copy(update={"chaos_exit_after_sink_commit": str(marker)}), workdir
     )
@@ -60,6 +66,18 @@ def die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir: 
     assert (checkpoint / "offsets" / str(batch)).exists(), "the batch was planned"
     assert not (checkpoint / "commits" / str(batch)).exists(), "the checkpoint recorded it"
     return batch
+
+
+def _wait_for_commits(checkpoint: Path, driver: subprocess.Popen[bytes], target: int) -> None:
+    """Until the commit log reaches ``target``; bounded, as a driver that drained its
+    input commits nothing more."""
+    deadline = time.monotonic() + 120
+    while (
+        last_batch(checkpoint, "commits") < target
+        and driver.poll() is None
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
 
 
 def kill_drivers(settings: SparkJobSettings, workdir: Path, kills: int, seed: int) -> int:
@@ -77,14 +95,7 @@ def kill_drivers(settings: SparkJobSettings, workdir: Path, kills: int, seed: in
     for _ in range(kills):
         target = last_batch(checkpoint, "commits") + rng.randint(1, 3)
         driver = start_driver(settings, workdir)
-        # Bounded: a driver that drained its input commits nothing more.
-        deadline = time.monotonic() + 120
-        while (
-            last_batch(checkpoint, "commits") < target
-            and driver.poll() is None
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.02)
+        _wait_for_commits(checkpoint, driver, target)
         # Then aim: a short batch (the sinks write fast) is rarely hit by chance.
         deadline = time.monotonic() + 20
         while not batch_in_flight(checkpoint) and time.monotonic() < deadline:
@@ -93,3 +104,43 @@ def kill_drivers(settings: SparkJobSettings, workdir: Path, kills: int, seed: in
         driver.wait(30)
         inside += batch_in_flight(checkpoint)
     return inside
+
+
+def kill_then_rewind_to_sink_commit(
+    settings: SparkJobSettings, workdir: Path, last_sink_batch: Callable[[], int]
+) -> int:
+    """For sinks the drill of ``die_between_sink_commit_and_checkpoint`` cannot reach
+    (Spark's own file sink runs no Onceflow code): SIGKILLs a driver once it committed a
+    batch of its own, then takes back from the checkpoint what that driver did after
+    the sink's last commit, leaving what a driver that died right after it leaves: the
+    sink holds batch B, the commit log does not. Returns B.
+
+    ``last_sink_batch``: the newest batch the sink itself says it committed."""
+    checkpoint = Path(settings.checkpoint_location)
+    target = last_batch(checkpoint, "commits") + 1
+    driver = start_driver(settings, workdir)
+    _wait_for_commits(checkpoint, driver, target)
+    _kill_process_tree(driver)
+    assert last_batch(checkpoint, "commits") >= target, driver_log(workdir)
+    planned, committed = last_batch(checkpoint, "offsets"), last_batch(checkpoint, "commits")
+    sunk = last_sink_batch()
+    if planned > committed and sunk < planned:  # planned, not yet in the sink: undone
+        forget_batch(checkpoint, "offsets", planned)
+        planned = committed
+    if planned == committed:  # the sink's commit stands, the checkpoint's is undone
+        forget_batch(checkpoint, "commits", committed)
+    assert sunk == planned, f"the sink committed batch {sunk}, the checkpoint {committed}"
+    return planned
+
+
+def _kill_process_tree(driver: subprocess.Popen[bytes]) -> None:
+    """SIGKILLs the driver, its JVM and the JVM's Python workers at once, as a pod's end
+    does, and waits until none runs: a JVM outliving its Python parent for a moment
+    (it stops once it sees the parent's pipe close) could still write the checkpoint
+    the caller is about to read."""
+    tree = [driver.pid, *descendants(driver.pid)]
+    for pid in tree:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    driver.wait(30)
+    wait_for(lambda: all(ended(pid) for pid in tree), 30, "the driver's processes to end", 0.05)

@@ -1,5 +1,5 @@
 """Small helpers over confluent-kafka for tests: unique topics, input written in full,
-draining a topic."""
+draining a topic, and what a topic shows of transactions (open ones, aborted records)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from onceflow.eos.consume import end_offsets, read_to_end
 from tests.support.testbed import ROOT, script_value
 
 
@@ -185,9 +186,49 @@ def frozen_broker() -> Iterator[int]:
 def offsets_written(bootstrap: str, topic: str) -> int:
     """The topic's end offsets summed (records and transaction markers: an upper bound
     of the records written); 0 while no writer has created the topic yet."""
-    from onceflow.eos.consume import end_offsets
-
     try:
         return sum(end_offsets(bootstrap, topic).values())
     except LookupError:
         return 0
+
+
+def aborted_records(bootstrap: str, topic: str) -> int:
+    """How many records of ``topic`` belong to aborted transactions: readable
+    ``read_uncommitted`` but not ``read_committed``. Both reads stop at the same end
+    offsets, taken once, so records written in between count in neither; the committed
+    read waits out the transactions still open below that end."""
+    span = {p: (0, end) for p, end in end_offsets(bootstrap, topic).items()}
+
+    def readable(isolation: str) -> int:
+        return sum(1 for _ in read_to_end(bootstrap, topic, isolation=isolation, span=span))
+
+    return readable("read_uncommitted") - readable("read_committed")
+
+
+class TransactionWatch:
+    """What a topic shows of its writers right now: how far it was written, and whether
+    a transaction is open in it (a partition whose last stable offset, what
+    ``read_committed`` may read up to, is behind its end)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = self.admin.list_topics(topic, timeout=30).topics[topic]
+        self.partitions = [TopicPartition(topic, p) for p in described.partitions]
+
+    def _offsets(self, isolation: IsolationLevel) -> dict[int, int]:
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = self.admin.list_offsets(
+            {tp: latest for tp in self.partitions}, isolation_level=isolation
+        )
+        return {tp.partition: future.result(30).offset for tp, future in futures.items()}
+
+    def written(self) -> int:
+        """The end offsets summed: it grows with every record and transaction marker."""
+        return sum(self._offsets(IsolationLevel.READ_UNCOMMITTED).values())
+
+    def open(self) -> bool:
+        """Asked end first: a transaction begun and committed between the two questions
+        can then not pass for an open one."""
+        end = self._offsets(IsolationLevel.READ_UNCOMMITTED)
+        stable = self._offsets(IsolationLevel.READ_COMMITTED)
+        return any(stable[p] < end[p] for p in end)

@@ -13,3 +13,37 @@ def signal_pending(pid: int, signum: int) -> bool:
         if name in ("ShdPnd", "SigPnd") and int(value, 16) & bit:
             return True
     return False
+
+
+def _stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (which may hold spaces):
+    state, parent pid, ..."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text.rsplit(")", 1)[1].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: a Spark driver's JVM and the Python workers the JVM
+    started."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(entry.name)] = int(_stat_fields(entry.name)[1])
+        except (OSError, IndexError):  # ended while listed
+            continue
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, up in parents.items() if up == parent]
+        found.extend(children)
+        frontier.extend(children)
+    return found
+
+
+def ended(pid: int) -> bool:
+    """The process runs no more: gone, or a zombie nobody reaped yet."""
+    try:
+        return _stat_fields(pid)[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True

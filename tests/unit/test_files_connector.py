@@ -1,8 +1,8 @@
 """The ``files`` connector's reading rules on real files: whole lines only, resuming at
 the stored byte position, and truncated, replaced or rewritten files refused by name,
 by a running task between two polls as by a restarted one. (The kill-and-audit proof
-against a real broker is tests/e2e/test_files_source.py; the content checks as a table
-are tests/unit/test_file_positions.py.)"""
+against a real broker is the source conformance kit's, tests/conformance; the content
+checks as a table are tests/unit/test_file_positions.py.)"""
 
 from __future__ import annotations
 

@@ -190,6 +190,8 @@ def test_the_change_audit_finds_repeats_gaps_and_changes_not_delivered() -> None
     assert not audit_changes([good[0], good[2], good[3]], {1: 4}).ok  # gap then behind
     assert not audit_changes([*good, (2, _change("c", 1))], {1: 4}).ok  # re-inserted
     assert not audit_changes(good, {1: 5}).caught_up
+    late_delete = audit_changes(good[:3], {1: 4})  # id 2's delete not delivered yet
+    assert not late_delete.problems and not late_delete.caught_up
 
 
 ORDERS = Table(1, "public.orders", ("id", "note"), (23, 25), ("integer", "text"), ("id",))

@@ -1,0 +1,435 @@
+"""The source conformance kit: the run a source connector must pass to be called
+exactly-once, whatever its source system.
+
+A connector under test is described by a ``SourceSubject``: its config, a load that
+changes its source system while faults land, and an audit comparing what Kafka holds
+``read_committed`` with what the source system holds (the subject's ground truth).
+``run_source_kit`` runs the connector's real task processes (``onceflow task``)
+through SIGKILLs at random moments, SIGKILLs of every task while a transaction is
+open, the subject's own faults, and halfway a restart under a new generation (stop,
+fence, start, as the supervisor does), then returns the audit once the load ended and
+Kafka caught up with the source.
+
+Faults that miss prove nothing, so the kit proves its own before returning: every
+fault landed while the load was still changing the source, every SIGKILL ended a live
+task, the output holds aborted records that only a SIGKILL can have left there, and
+each of the subject's faults hit at least once. A run that cannot show all of that
+fails, whatever its audit says. tests/conformance/README.md tells connector authors
+how to write a subject.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, get_args
+
+from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.model.names import task_transactional_ids
+from onceflow.model.tasks import DesiredTasks
+from onceflow.runtime.task import ExitCode
+from tests.support.background import BackgroundWork
+from tests.support.kafka import TransactionWatch, aborted_records, offsets_written
+from tests.support.tasks import TaskProcess, generation_settings, plan, write_generation
+from tests.support.waiting import wait_for
+
+MIN_FAULTS = 4
+SEED = 618
+GAP_S = (0.3, 1.0)
+"""The pause before each fault: random moments, in start-up as in steady work."""
+OPEN_TRANSACTION_WAIT_S = 4.0
+IN_FLIGHT_S = 0.2
+"""How long after a freeze (SIGSTOP) what the tasks had sent takes to land."""
+FIRST_RECORDS_S = 120.0
+SETTLE_S = 300.0
+
+KILL_ONE = "sigkill one task"
+KILL_ALL = "sigkill every task mid-transaction"
+GENERATION_CHANGE = "restart under generation 2"
+
+
+@dataclass(frozen=True)
+class KitSize:
+    """How hard a run is: ``make test`` runs the defaults, ``make conformance`` more."""
+
+    faults: int
+    """Faults per run (SIGKILLs and the subject's own), the generation change aside."""
+    records: int
+    """The scale of the load; each subject says what it counts (numbers per stream,
+    lines per file, rows, changes)."""
+
+    def __post_init__(self) -> None:
+        if self.faults < MIN_FAULTS:
+            raise ValueError(f"a run needs at least {MIN_FAULTS} faults, not {self.faults}")
+
+    @classmethod
+    def from_env(cls) -> KitSize:
+        """A quarter of ONCEFLOW_CHAOS_KILLS (default 20, so 5 faults a connector, the
+        generation change aside: five connectors share the suite's minutes) and
+        ONCEFLOW_CHAOS_RECORDS (default 3000), as the chaos tests size themselves."""
+        kills = int(os.environ.get("ONCEFLOW_CHAOS_KILLS", "20"))
+        records = int(os.environ.get("ONCEFLOW_CHAOS_RECORDS", "3000"))
+        return cls(faults=max(MIN_FAULTS, kills // 4), records=records)
+
+    @property
+    def load_s(self) -> float:
+        """The least time a subject's load must keep changing its source, paced by its
+        pauses. The fault phase fits in it with room to spare: the first records come a
+        few seconds after the start, a fault takes about a second (its pause, the kill)
+        or, when it must wait for restarted tasks to run again (a SIGKILL of every task
+        mid-transaction, a connection to terminate), up to three; the generation change
+        a few."""
+        return 3 * self.faults + 10
+
+
+@dataclass(frozen=True)
+class KitAudit:
+    """Kafka's committed content against the source system's, at one moment."""
+
+    records: int
+    """Committed records read from the output topic."""
+    problems: list[str] = field(default_factory=list)
+    """What can never come right: a record twice, a record the source does not hold,
+    one delivered ahead of records before it (lost or reordered). Once the load ended
+    and the source stopped changing, a problem must stay one."""
+    behind: list[str] = field(default_factory=list)
+    """What the source holds that has not been delivered (yet): a loss shows here, as
+    what never arrives."""
+
+    @property
+    def caught_up(self) -> bool:
+        return not self.behind
+
+
+@dataclass(frozen=True)
+class SourceFault:
+    """A fault on the source system's side, mixed into the SIGKILLs."""
+
+    name: str
+    strike: Callable[[], bool]
+    """Breaks the source side once (terminates a connection, restarts the system) and
+    says whether it hit something, e.g. pg_terminate_backend found a backend. It may
+    wait a few seconds for something to hit: a task restarted a moment ago may not have
+    connected yet."""
+
+
+class SourceSubject(Protocol):
+    """A connector under test and its source system. Subclass it to inherit the
+    defaults (no faults of its own, the same task count after the restart, nothing to
+    release)."""
+
+    name: str
+    """The test id."""
+    connector: str
+    """``spec.connector.type``: an installed connector's name or ``package.module:Class``."""
+    tasks_max: int
+    boundary: str
+    """``spec.transactionBoundary``: ``poll`` or ``connector``."""
+
+    @property
+    def restart_tasks_max(self) -> int:
+        """``tasksMax`` of generation 2: another count than ``tasks_max`` moves work
+        between tasks at the restart."""
+        return self.tasks_max
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        """Prepares the source system (a table, a directory, an upstream topic) and
+        returns ``spec.connector.config``; called once, both generations use it."""
+        ...
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        """The work (not started yet) changing the source system for at least
+        ``size.load_s`` seconds, including every kind of change the connector must
+        deliver exactly (updates, deletes, partial writes, a new file mid-run). The kit
+        counts a fault as landed under load only while this thread is alive."""
+        ...
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        """Reads ``topic`` ``read_committed``, then the source system's ground truth (in
+        that order, so the truth holds everything delivered), and compares them. The
+        kit calls it once ``topic`` holds records."""
+        ...
+
+    def faults(self) -> list[SourceFault]:
+        return []
+
+    def close(self) -> None:
+        """Releases what the subject holds in the source system (a replication slot),
+        called once no task of the run is left."""
+
+
+FaultKind = Literal["sigkill", "source", "generation"]
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    kind: FaultKind
+    name: str
+    hit: bool
+    """A SIGKILL ended a live task; a source fault hit something; generation 1 stopped
+    on its SIGTERM."""
+    during_load: bool
+    """The load was still running when the fault was over."""
+
+
+@dataclass(frozen=True)
+class KitReport:
+    subject: str
+    audit: KitAudit
+    events: tuple[FaultEvent, ...]
+    aborted_by_kills: int
+    """Aborted records in the output outside the generation change: transactions a
+    SIGKILL left open."""
+    aborted_at_generation_change: int
+
+    def summary(self) -> str:
+        kinds = {kind: sum(e.kind == kind for e in self.events) for kind in get_args(FaultKind)}
+        return (
+            f"{self.subject}: {kinds}, {self.aborted_by_kills} records aborted by kills, "
+            f"{self.audit.records} records, {len(self.audit.problems)} problems, "
+            f"{len(self.audit.behind)} behind"
+        )
+
+
+def fault_schedule(faults: int, source_faults: Sequence[str], rng: random.Random) -> list[str]:
+    """The run's steps in order: ``faults`` faults, shuffled, with the generation change
+    in the middle. Half of them go to the subject's own faults (each at least once),
+    the rest are SIGKILLs, half of those of every task at once while a transaction is
+    open (the moment a kill loses most) and half of one task at a random moment."""
+    own = max(len(source_faults), faults // 2) if source_faults else 0
+    kills = faults - own
+    if kills < 2:
+        raise ValueError(
+            f"{faults} faults leave {kills} SIGKILL(s) beside {len(source_faults)} source "
+            "faults; raise ONCEFLOW_CHAOS_KILLS"
+        )
+    steps = [source_faults[n % len(source_faults)] for n in range(own)]
+    steps += [KILL_ALL] * (kills // 2) + [KILL_ONE] * (kills - kills // 2)
+    rng.shuffle(steps)
+    half = len(steps) // 2
+    return [*steps[:half], GENERATION_CHANGE, *steps[half:]]
+
+
+def fault_evidence_problems(report: KitReport, source_faults: Sequence[str]) -> list[str]:
+    """Why the run's faults are not proven to have landed; empty when they are."""
+    problems: list[str] = []
+    late = [e.name for e in report.events if not e.during_load]
+    if late:
+        problems.append(
+            f"{len(late)} fault(s) came after the load had ended (first: {late[0]}): pace "
+            "the load to last KitSize.load_s"
+        )
+    missed = [e.name for e in report.events if e.kind == "sigkill" and not e.hit]
+    if missed:
+        problems.append(f"SIGKILLs that found a task already gone: {missed[:5]}")
+    if any(e.kind == "generation" and not e.hit for e in report.events):
+        problems.append("generation 1 did not stop on SIGTERM (see its task logs)")
+    for name in source_faults:
+        if not any(e.name == name and e.hit for e in report.events):
+            problems.append(f"{name!r} never hit")
+    if report.aborted_by_kills == 0:
+        problems.append(
+            "no SIGKILL landed inside an open transaction: the output holds no aborted "
+            "record besides the generation change's"
+        )
+    return problems
+
+
+def run_source_kit(
+    subject: SourceSubject, bootstrap: str, workdir: Path, size: KitSize
+) -> KitReport:
+    """One run (see the module docstring); raises AssertionError when its faults are not
+    proven. The caller asserts the audit."""
+    run = _KitRun(subject, bootstrap, workdir, size)
+    try:
+        report = run.run()
+    finally:
+        run.stop_tasks()
+        subject.close()
+    problems = fault_evidence_problems(report, [f.name for f in run.source_faults])
+    assert not problems, f"{report.summary()}; faults not proven: {problems}"
+    return report
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class _KitRun:
+    """The state of one run: its plan, its load and the current generation's tasks."""
+
+    def __init__(
+        self, subject: SourceSubject, bootstrap: str, workdir: Path, size: KitSize
+    ) -> None:
+        self.subject, self.bootstrap, self.workdir, self.size = subject, bootstrap, workdir, size
+        self.rng = random.Random(SEED)
+        self.source_faults = subject.faults()
+        self.config = subject.config(workdir, size)
+        self.desired = self._plan(subject.tasks_max)
+        self.topic = self.desired.source.spec.topic
+        self.authority = workdir / "state.json"
+        self.load = subject.load(size, bootstrap, self.topic)
+        self.tasks: list[TaskProcess] = []
+        self.watch: TransactionWatch | None = None
+        self.aborted_at_change = 0
+
+    def _plan(self, tasks_max: int, name: str | None = None) -> DesiredTasks:
+        return plan(
+            self.bootstrap,
+            connector=self.subject.connector,
+            tasks_max=tasks_max,
+            config=self.config,
+            boundary=self.subject.boundary,
+            name=name,
+        )
+
+    def run(self) -> KitReport:
+        self._start_generation(1)
+        self.load.start()
+        wait_for(self._first_records_committed, FIRST_RECORDS_S, "the first committed records")
+        self.watch = TransactionWatch(self.bootstrap, self.topic)
+        names = [f.name for f in self.source_faults]
+        steps: dict[str, Callable[[], FaultEvent]] = {
+            KILL_ONE: self._kill_one,
+            KILL_ALL: self._kill_all_mid_transaction,
+            GENERATION_CHANGE: self._change_generation,
+            **{f.name: self._striker(f) for f in self.source_faults},
+        }
+        events: list[FaultEvent] = []
+        for step in fault_schedule(self.size.faults, names, self.rng):
+            self._check_alive()
+            if step != KILL_ALL:  # which finds its own moment
+                time.sleep(self.rng.uniform(*GAP_S))  # fault timing, not synchronisation
+            events.append(steps[step]())
+        audit = self._settle()
+        aborted = aborted_records(self.bootstrap, self.topic)
+        return KitReport(
+            self.subject.name,
+            audit,
+            tuple(events),
+            aborted_by_kills=aborted - self.aborted_at_change,
+            aborted_at_generation_change=self.aborted_at_change,
+        )
+
+    def _start_generation(self, generation: int) -> None:
+        write_generation(self.authority, generation, self.desired.task_count, "enabled")
+        settings = generation_settings(self.desired, generation, self.authority)
+        self.tasks = [TaskProcess(s, self.workdir).start() for s in settings]
+
+    def _signal_all(self, signum: int) -> None:
+        for task in self.tasks:
+            task.signal(signum)
+
+    def _check_alive(self) -> None:
+        """A task that exited by itself is a failure of its own (no supervisor here)."""
+        for task in self.tasks:
+            if not task.alive:
+                code = task.wait(0)
+                raise AssertionError(
+                    f"{task.log_path.name} exited {code} by itself:\n{_log_tail(task.log_path)}"
+                )
+
+    def _first_records_committed(self) -> bool:
+        self._check_alive()
+        if offsets_written(self.bootstrap, self.topic) == 0:
+            return False  # the subject's audit may read only an existing topic
+        return self.subject.audit(self.bootstrap, self.topic).records > 0
+
+    def _event(self, kind: FaultKind, name: str, hit: bool) -> FaultEvent:
+        return FaultEvent(kind, name, hit, during_load=self.load.is_alive())
+
+    def _kill_one(self) -> FaultEvent:
+        index = self.rng.randrange(len(self.tasks))
+        victim = self.tasks[index]
+        victim.signal(signal.SIGKILL)
+        code = victim.wait(30)
+        victim.start()
+        return self._event("sigkill", f"sigkill task {index}", code == -signal.SIGKILL)
+
+    def _kill_all_mid_transaction(self) -> FaultEvent:
+        """Every task at once while a transaction is open, as when their node is lost. A
+        transaction lasts milliseconds, too short to see and then kill, so the tasks are
+        frozen (SIGSTOP) and the output looked at once what they had sent has landed: a
+        transaction still open then can no longer commit, and the SIGKILL leaves it for
+        the restarted tasks to abort. With none open, the tasks run on a moment and are
+        frozen again, for up to OPEN_TRANSACTION_WAIT_S. Freezing starts once the
+        output grows, when a task writes: tasks frozen while they start would only
+        start slower."""
+        assert self.watch is not None
+        deadline = time.monotonic() + OPEN_TRANSACTION_WAIT_S
+        written = self.watch.written()
+        while self.watch.written() == written and time.monotonic() < deadline:
+            time.sleep(0.01)
+        while True:
+            self._signal_all(signal.SIGSTOP)
+            time.sleep(IN_FLIGHT_S)
+            caught = self.watch.open()
+            if caught or time.monotonic() > deadline:
+                break
+            self._signal_all(signal.SIGCONT)
+            time.sleep(self.rng.uniform(0.02, 0.1))  # fault timing, not synchronisation
+        self._signal_all(signal.SIGKILL)
+        codes = [task.wait(30) for task in self.tasks]
+        for task in self.tasks:
+            task.start()
+        name = KILL_ALL if caught else f"{KILL_ALL} (none caught open)"
+        return self._event("sigkill", name, all(code == -signal.SIGKILL for code in codes))
+
+    def _striker(self, fault: SourceFault) -> Callable[[], FaultEvent]:
+        return lambda: self._event("source", fault.name, fault.strike())
+
+    def _change_generation(self) -> FaultEvent:
+        """What the supervisor does for a new generation: record the intent, stop the
+        old tasks, fence their transactional ids, start the new tasks. The aborted
+        records counted around it are the stop's and the fencing's, not a kill's."""
+        aborted_before = aborted_records(self.bootstrap, self.topic)
+        old = self.desired
+        self.desired = self._plan(self.subject.restart_tasks_max, old.source.metadata.name)
+        write_generation(self.authority, 2, self.desired.task_count, "enabled")
+        for task in self.tasks:
+            task.signal(signal.SIGTERM)
+        codes = [task.wait(30) for task in self.tasks]
+        # A task restarted a moment ago may die of the SIGTERM before it handles it.
+        stopped = all(code in (ExitCode.STOPPED, -signal.SIGTERM) for code in codes)
+        ids = task_transactional_ids(
+            old.pipeline.transactional_id_prefix, old.source.metadata.name, old.task_count
+        )
+        fencing = fence_transactional_ids(self.bootstrap, ids)
+        assert fencing.ok, fencing.summary()
+        self.aborted_at_change = aborted_records(self.bootstrap, self.topic) - aborted_before
+        self._start_generation(2)
+        name = f"{GENERATION_CHANGE} ({old.task_count} -> {self.desired.task_count} tasks)"
+        return self._event("generation", name, stopped)
+
+    def _settle(self) -> KitAudit:
+        """The audit once the load ended and the output caught up with the source (or
+        showed a problem, which no later record can undo)."""
+        self.load.join(self.size.load_s * 3 + 120)
+        assert not self.load.is_alive(), f"the load still runs {self.size.load_s * 3 + 120}s on"
+        assert self.load.error is None, f"the load failed: {self.load.error!r}"
+        latest: list[KitAudit] = []
+
+        def settled() -> bool:
+            self._check_alive()
+            latest[:] = [self.subject.audit(self.bootstrap, self.topic)]
+            return latest[-1].caught_up or bool(latest[-1].problems)
+
+        try:
+            wait_for(settled, SETTLE_S, "the output to catch up with the source", interval_s=2)
+        except AssertionError as failure:
+            behind = latest[-1].behind[:10] if latest else []
+            raise AssertionError(f"{failure}; still behind: {behind}") from None
+        return latest[-1]
+
+    def stop_tasks(self) -> None:
+        alive = [task for task in self.tasks if task.alive]
+        for task in alive:
+            task.signal(signal.SIGTERM)
+            task.signal(signal.SIGCONT)  # a failure may have come while they were frozen
+        for task in alive:
+            task.wait(30)

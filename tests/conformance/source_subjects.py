@@ -1,0 +1,289 @@
+"""The built-in connectors as subjects of the source conformance kit: for each, its
+config, its load (source_loads.py) and its audit against its source system's truth.
+
+Each is made by ``from_fixtures`` from the session fixtures it needs, asked for by
+name, so a subject that needs no PostgreSQL never starts it."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import psycopg
+from confluent_kafka import Message
+
+from onceflow.connectors.files import owner_task
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.eos.consume import read_to_end
+from onceflow.logic.audit import audit_sequences
+from tests.conformance.source_kit import KitAudit, KitSize, SourceFault, SourceSubject
+from tests.conformance.source_loads import (
+    DeliveryWatch,
+    FileWriters,
+    TableWriters,
+    UpstreamTransactions,
+)
+from tests.conformance.truth import in_order_audit, sequence_audit
+from tests.support.background import BackgroundWork
+from tests.support.cdc import (
+    PACE_EVERY,
+    Loader,
+    audit_changes,
+    create_table,
+    drop_slot,
+    final_versions,
+    read_changes,
+)
+from tests.support.kafka import new_topic
+from tests.support.postgres_query import (
+    create_writer_table,
+    delivered_ids,
+    incrementing_config,
+    table_ids,
+)
+
+FixtureLookup = Callable[[str], Any]
+"""``request.getfixturevalue``: a session fixture's value by its name."""
+
+
+class SequenceSubject(SourceSubject):
+    """``sequence``: streams counting 1, 2, 3... made by the connector itself. Its truth
+    is every stream 1..limit, audited by the product's own ``audit_sequences``. The
+    restart moves the streams from three tasks to two."""
+
+    name = "sequence"
+    connector = "sequence"
+    tasks_max = 3
+    restart_tasks_max = 2
+    boundary = "poll"
+    STREAMS = 6
+    BATCH = 20
+
+    def __init__(self) -> None:
+        self.limit = 0
+
+    @classmethod
+    def from_fixtures(cls, fixture: FixtureLookup) -> SequenceSubject:
+        return cls()
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        """Paced so that generation 1, even unharmed, takes ``size.load_s`` to count to
+        the limit."""
+        self.limit = size.records
+        polls = math.ceil(self.STREAMS / self.tasks_max) * self.limit / self.BATCH
+        return {
+            "streams": self.STREAMS,
+            "limit": self.limit,
+            "batchSize": self.BATCH,
+            "pollIntervalMs": max(20, math.ceil(size.load_s * 1000 / polls)),
+        }
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        return DeliveryWatch(lambda: self.audit(bootstrap, topic), size.load_s * 3 + 120)
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        try:
+            pairs, unparsable = read_sequences(
+                bootstrap, topic, key_field="stream", seq_field="seq"
+            )
+        except LookupError:  # no task has created the topic yet
+            pairs, unparsable = [], 0
+        streams = [f"s{i}" for i in range(self.STREAMS)]
+        report = audit_sequences(
+            pairs, expected_keys=streams, key_count=self.STREAMS, unparsable=unparsable
+        )
+        return sequence_audit(report, self.limit)
+
+
+class FilesSubject(SourceSubject):
+    """``files``: lines appended to files while two tasks read them, each owning some
+    of the files. Its truth is each file's complete lines, in order."""
+
+    name = "files"
+    connector = "files"
+    tasks_max = 2
+    boundary = "poll"
+    FILES = 5
+
+    def __init__(self) -> None:
+        self.directory = Path()
+
+    @classmethod
+    def from_fixtures(cls, fixture: FixtureLookup) -> FilesSubject:
+        return cls()
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        """A directory whose files both tasks share (ownership hashes the full path)."""
+        self.directory = next(
+            d
+            for d in (workdir / f"data-{n}" for n in range(100))
+            if {owner_task(str(d / f"part-{f}.jsonl"), self.tasks_max) for f in range(self.FILES)}
+            == set(range(self.tasks_max))
+        )
+        self.directory.mkdir()
+        return {"paths": [str(self.directory / "*.jsonl")], "batchSize": 40, "scanIntervalMs": 200}
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        return FileWriters(self.directory, self.FILES, size.records // 2, size.load_s)
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        delivered: dict[str, list[bytes]] = {}
+        for message in read_to_end(bootstrap, topic):
+            key = (message.key() or b"").decode()
+            delivered.setdefault(key, []).append(message.value() or b"")
+        truth = {
+            str(path): path.read_bytes().split(b"\n")[:-1]  # complete lines only
+            for path in sorted(self.directory.glob("*.jsonl"))
+        }
+        return in_order_audit(delivered, truth, show=bytes.decode)
+
+
+class PostgresIncrementingSubject(SourceSubject):
+    """``postgres`` in ``mode: incrementing``: rows inserted by two concurrent sessions.
+    Its truth is the table's ids, each delivered once, ascending (a smaller id that
+    commits late must be neither skipped nor sent after a larger one)."""
+
+    name = "postgres-incrementing"
+    connector = "postgres"
+    tasks_max = 1
+    boundary = "poll"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.table = dsn, ""
+
+    @classmethod
+    def from_fixtures(cls, fixture: FixtureLookup) -> PostgresIncrementingSubject:
+        return cls(fixture("postgres_dsn"))
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        self.table = create_writer_table(self.dsn)
+        return incrementing_config(self.dsn, self.table)
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        return TableWriters(self.dsn, self.table, size.records * 2, size.load_s)
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        delivered = {self.table: delivered_ids(bootstrap, topic)}
+        return in_order_audit(delivered, {self.table: table_ids(self.dsn, self.table)}, str)
+
+
+class PostgresCdcSubject(SourceSubject):
+    """``postgres`` in ``mode: cdc`` under connector-defined transactions: a table of
+    versioned rows inserted, updated, deleted and re-keyed while the snapshot and the
+    stream are read. Its truth is tests/support/cdc.py's rule (each key's versions
+    consecutive, ending at the table's final state). Its own fault terminates the
+    replication connection."""
+
+    name = "postgres-cdc"
+    connector = "postgres"
+    tasks_max = 1
+    boundary = "connector"
+    EXISTING_ROWS = 2000
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.table, self.slot = dsn, "", ""
+
+    @classmethod
+    def from_fixtures(cls, fixture: FixtureLookup) -> PostgresCdcSubject:
+        return cls(fixture("postgres_dsn"))
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        self.table, self.slot = f"cdc_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:10]}"
+        create_table(self.dsn, self.table, self.EXISTING_ROWS)
+        return {
+            "url": self.dsn,
+            "tables": [self.table],
+            "slot": self.slot,
+            "transactionsPerCommit": 25,
+            "batchSize": 500,
+        }
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        changes = size.records * 5
+        pace_s = size.load_s / max(1, changes // PACE_EVERY)
+        return Loader(self.dsn, self.table, self.EXISTING_ROWS, changes, pace_s)
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        report = audit_changes(read_changes(bootstrap, topic), final_versions(self.dsn, self.table))
+        return KitAudit(records=report.records, problems=report.problems, behind=report.behind)
+
+    def faults(self) -> list[SourceFault]:
+        return [SourceFault("terminate the replication connection", self._terminate_stream)]
+
+    def _terminate_stream(self, within_s: float = 30.0) -> bool:
+        """Ends the backend streaming the slot (``pg_terminate_backend``). A task
+        restarted a moment ago may not hold its slot yet: looked for until it does."""
+        deadline = time.monotonic() + within_s
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while True:
+                rows = conn.execute(
+                    "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+                    " WHERE slot_name = %s AND active_pid IS NOT NULL",
+                    (self.slot,),
+                ).fetchall()
+                if any(ended for (ended,) in rows):
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        drop_slot(self.dsn, self.slot)
+
+
+class Mirrored(NamedTuple):
+    """What a mirror must copy of a record besides its key."""
+
+    value: bytes | None
+    headers: object
+    """As the consumer returns them: compared, never looked into."""
+    timestamp: int
+
+
+def _by_key(messages: Iterable[Message]) -> dict[str, list[Mirrored]]:
+    records: dict[str, list[Mirrored]] = {}
+    for m in messages:
+        key = (m.key() or b"").decode()
+        records.setdefault(key, []).append(Mirrored(m.value(), m.headers(), m.timestamp()[1]))
+    return records
+
+
+class KafkaMirrorSubject(SourceSubject):
+    """``kafka``: an upstream topic of four partitions written in transactions, some
+    aborted. Its truth is the upstream's ``read_committed`` records, each key's in its
+    partition's order (a key lives in one partition on either side, while the output
+    spreads an upstream partition's keys by their hash): copied once, in that order,
+    with value, headers and timestamp. The restart moves partitions from three tasks to
+    two."""
+
+    name = "kafka"
+    connector = "kafka"
+    tasks_max = 3
+    restart_tasks_max = 2
+    boundary = "poll"
+    STREAMS = 6
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap, self.upstream = bootstrap, ""
+
+    @classmethod
+    def from_fixtures(cls, fixture: FixtureLookup) -> KafkaMirrorSubject:
+        return cls(fixture("kafka_bootstrap"))
+
+    def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
+        self.upstream = new_topic(self.bootstrap, "mirror-in", partitions=4)
+        return {"topics": [self.upstream], "bootstrapServers": self.bootstrap, "batchSize": 50}
+
+    def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
+        return UpstreamTransactions(
+            self.bootstrap, self.upstream, self.STREAMS, size.records // 2, size.load_s
+        )
+
+    def audit(self, bootstrap: str, topic: str) -> KitAudit:
+        delivered = _by_key(read_to_end(bootstrap, topic, timeout_s=60))
+        truth = _by_key(read_to_end(self.bootstrap, self.upstream, timeout_s=60))
+        return in_order_audit(delivered, truth)
