@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.sink_kit import ResetLostDataError, SinkKitSize, SinkSubject, run_sink_kit
+from tests.conformance.sink_kit import SinkKitSize, SinkSubject, run_sink_kit
 from tests.conformance.sink_subjects import (
     FilesSubject,
     FixtureLookup,
@@ -30,17 +30,7 @@ SINKS = [
     pytest.param(KafkaSubject, id=KafkaSubject.name),
     pytest.param(PostgresAppendSubject, id=PostgresAppendSubject.name, marks=pytest.mark.postgres),
     pytest.param(PostgresUpsertSubject, id=PostgresUpsertSubject.name, marks=pytest.mark.postgres),
-    pytest.param(
-        FilesSubject,
-        id=FilesSubject.name,
-        marks=pytest.mark.xfail(
-            raises=ResetLostDataError,
-            strict=True,
-            reason="Spark's file sink skips every batch whose id its _spark_metadata log "
-            "already holds, so a new checkpoint's batches 0..n over an output directory "
-            "an older query wrote are dropped as already committed",
-        ),
-    ),
+    pytest.param(FilesSubject, id=FilesSubject.name),
 ]
 
 

@@ -19,6 +19,7 @@ from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
 from onceflow.model.spark_app import ISOLATION_CONF
+from onceflow.spark.file_sink_log import refuse_output_of_another_query
 from onceflow.spark.input_view import input_view
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
@@ -148,6 +149,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             .start()
         )
     if sink.files is not None:
+        refuse_output_of_another_query(spark, settings.checkpoint_location, sink.files.path)
         return writer.format(sink.files.format).option("path", sink.files.path).start()
     assert sink.postgres is not None
     if not settings.postgres_dsn_file:
