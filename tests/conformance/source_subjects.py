@@ -176,13 +176,17 @@ class PostgresCdcSubject(SourceSubject):
     versioned rows inserted, updated, deleted and re-keyed while the snapshot and the
     stream are read. Its truth is tests/support/cdc.py's rule (each key's versions
     consecutive, ending at the table's final state). Its own fault terminates the
-    replication connection."""
+    replication connection. Midway, one transaction updates every row: many more
+    records than ``maxRecordsPerTransaction``, so it is delivered in pieces, and faults
+    can land between them."""
 
     name = "postgres-cdc"
     connector = "postgres"
     tasks_max = 1
     boundary = "connector"
     EXISTING_ROWS = 2000
+    BOUND = 300
+    """Records per Kafka transaction at most: the bulk update is several times that."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn, self.table, self.slot = dsn, "", ""
@@ -199,13 +203,16 @@ class PostgresCdcSubject(SourceSubject):
             "tables": [self.table],
             "slot": self.slot,
             "transactionsPerCommit": 25,
+            "maxRecordsPerTransaction": self.BOUND,
             "batchSize": 500,
         }
 
     def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
         changes = size.records * 5
         pace_s = size.load_s / max(1, changes // PACE_EVERY)
-        return Loader(self.dsn, self.table, self.EXISTING_ROWS, changes, pace_s)
+        return Loader(
+            self.dsn, self.table, self.EXISTING_ROWS, changes, pace_s, bulk_update_at=changes // 3
+        )
 
     def audit(self, bootstrap: str, topic: str) -> KitAudit:
         report = audit_changes(read_changes(bootstrap, topic), final_versions(self.dsn, self.table))

@@ -57,14 +57,25 @@ class Loader(BackgroundWork):
     connector writes as a delete of the old key and an insert of the new one at
     version 1). Ids are never reused; ``existing`` rows are there before. It pauses
     ``pace_s`` after every PACE_EVERY changes, so ``changes // PACE_EVERY * pace_s``
-    is the least it takes."""
+    is the least it takes. With ``bulk_update_at``, once that many changes are done,
+    one transaction updates every row of the table (a bulk ``UPDATE``, larger than a
+    source's bound on a Kafka transaction)."""
 
-    def __init__(self, dsn: str, table: str, existing: int, changes: int, pace_s: float) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        table: str,
+        existing: int,
+        changes: int,
+        pace_s: float,
+        bulk_update_at: int | None = None,
+    ) -> None:
         super().__init__()
         self.dsn, self.table, self.changes, self.pace_s = dsn, table, changes, pace_s
         self.live = list(range(1, existing + 1))
         self.next_id = existing + 1
         self.done = self.deleted = self.pauses = 0
+        self.bulk_update_at = bulk_update_at
         self.rng = random.Random(4)
 
     def work(self) -> None:
@@ -74,6 +85,9 @@ class Loader(BackgroundWork):
                     for _ in range(self.rng.randint(1, 5)):
                         if self.done < self.changes:
                             self.done += self._change(conn)
+                if self.bulk_update_at is not None and self.done >= self.bulk_update_at:
+                    conn.execute(f"UPDATE {self.table} SET version = version + 1")
+                    self.bulk_update_at = None
                 if self.pace_s and self.done // PACE_EVERY > self.pauses:
                     self.pauses += 1
                     time.sleep(self.pace_s)
