@@ -18,6 +18,7 @@ import pytest
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.model.tasks import DesiredTasks
+from tests.support.cdc import drop_slot
 from tests.support.tasks import TaskProcess, only_task, plan
 from tests.support.waiting import wait_for
 
@@ -98,6 +99,7 @@ def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
         assert task.alive, task.log_path.read_text()[-2000:]
     finally:
         task.terminate()
+        drop_slot(postgres_dsn, desired.source.spec.connector.config["slot"])
     assert _inserted_ids(kafka_bootstrap, desired) == list(range(1, rows + 2))
 
 
@@ -135,4 +137,5 @@ def test_a_task_killed_inside_a_large_transaction_resumes_inside_it(
         )
     finally:
         task.terminate()
+        drop_slot(postgres_dsn, desired.source.spec.connector.config["slot"])
     assert _inserted_ids(kafka_bootstrap, desired) == list(range(1, rows + 2))

@@ -57,7 +57,6 @@ def test_a_slot_left_behind_is_measured_and_degrades_the_source_over_its_limit(
         wait_for(lambda: connector.retention(config, {}) is not None, 60, "the task's slot")
         _write_wal(postgres_dsn, table, 200)
         wait_for(lambda: RETAINED in scrape(port), 60, "the task to export its slot's WAL")
-        assert scrape(port)[RETAINED] >= 0
     finally:
         task.terminate()
 

@@ -220,8 +220,10 @@ class SourceConnector(ABC):
 
     def retention(self, config: Mapping[str, Any], secrets: Mapping[str, str]) -> Retention | None:
         """What the source system keeps for this source (see ``Retention``), asked by
-        the operator on its passes with a valid ``config``; None when it keeps nothing
-        or cannot be asked right now (a pass never fails for want of it)."""
+        the operator on its passes with a valid ``config``; None when it keeps nothing.
+        Raises when the system cannot be asked: the operator then keeps the last
+        measurement in status (a database too full to answer must not look healthy),
+        and the pass goes on."""
         return None
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
@@ -269,6 +271,11 @@ class RecordingTransactionContext:
     opened_at: Callable[[], float | None] = lambda: None
 
     def running_long(self) -> bool:
+        """False once a commit is already asked for in this poll: the transaction ends
+        there, and a connector asking again after every later record would cut the rest
+        of its batch into one-record transactions."""
+        if any(request.commit for request in self.requests):
+            return False
         opened = self.opened_at()
         return opened is not None and time.monotonic() - opened >= self.long_after_s
 

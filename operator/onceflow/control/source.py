@@ -232,7 +232,8 @@ class SourceReconciler:
         if acted:
             # Steps ran (the pods were listed after them): the status is read afresh.
             obj = self.kube.get(PLURAL, namespace, name) or obj
-        return self._record_outcome(obj, pods, record, self._retention(source))
+        retention = self._retention(source, self._status(obj).retention)
+        return self._record_outcome(obj, pods, record, retention)
 
     def _execute(
         self,
@@ -303,12 +304,23 @@ class SourceReconciler:
         )
         return dict(secret[0]) if secret else {}
 
-    def _retention(self, source: KafkaSource) -> RetentionStatus | None:
+    def _retention(
+        self, source: KafkaSource, last: RetentionStatus | None
+    ) -> RetentionStatus | None:
         """Measured on every pass that reaches the outcome (a settled source's resync
-        included), so a slot filling the database's disk shows while tasks still run."""
+        included), so a slot filling the database's disk shows while tasks still run.
+        A system that cannot be asked (or a connector's failing hook) leaves ``last``
+        in place: never a reason to fail the pass, nor to look healthy again."""
         connector = self.connectors(source.spec.connector.type)
-        found = connector.retention(source.spec.connector.config, self._connector_secrets(source))
-        return None if found is None else RetentionStatus.measured(found)
+        try:
+            secrets = self._connector_secrets(source)
+            found = connector.retention(source.spec.connector.config, secrets)
+            return None if found is None else RetentionStatus.measured(found)
+        except Exception as error:  # a source system's or a connector's failure
+            log.warning(
+                "%s: what its source system keeps was not measured: %s", source.metadata.name, error
+            )
+            return last
 
     def _record_intent(
         self, obj: Obj, old: GenerationRecord | None, record: GenerationRecord

@@ -3,11 +3,8 @@ or by polling queries (``incrementing``, ``timestamp+incrementing``)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
-
-import psycopg
 
 from onceflow.api.connector import (
     ConfigProblem,
@@ -20,10 +17,8 @@ from onceflow.api.connector import (
 from onceflow.connectors.postgres.cdc import CdcTask
 from onceflow.connectors.postgres.query import QueryTask
 from onceflow.connectors.postgres.server_checks import source_problems
-from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, problems
+from onceflow.connectors.postgres.settings import DEFAULTS, problems
 from onceflow.connectors.postgres.slot_retention import slot_retention
-
-log = logging.getLogger(__name__)
 
 
 def _mode(config: Mapping[str, Any]) -> str:
@@ -70,13 +65,7 @@ class PostgresConnector(SourceConnector):
         return source_problems(config, secrets)
 
     def retention(self, config: Mapping[str, Any], secrets: Mapping[str, str]) -> Retention | None:
-        if _mode(config) != "cdc":
-            return None
-        try:
-            return slot_retention(config, secrets)
-        except (SettingError, psycopg.Error) as error:
-            log.warning("slot %s: retained WAL not read: %s", config.get("slot"), error)
-            return None
+        return slot_retention(config, secrets) if _mode(config) == "cdc" else None
 
     def task_configs(self, config: Mapping[str, Any], max_tasks: int) -> list[dict[str, Any]]:
         merged = {**DEFAULTS, **config}

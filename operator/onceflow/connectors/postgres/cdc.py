@@ -156,6 +156,9 @@ class CdcTask(SourceTask):
         """The current change's LSN and how many records it has made."""
         self.txns_since_boundary = 0
         self.records_since_boundary = 0
+        """Records in the open Kafka transaction."""
+        self.txn_records = 0
+        """Records of the current database transaction since its start or its last piece."""
         self.held: SourceRecord | None = None
         self.emitted = self.committed = 0
         self.received = self.confirmable = self.quiet = 0
@@ -317,7 +320,7 @@ class CdcTask(SourceTask):
         elif isinstance(message, Begin):
             # Numbering restarts with each transaction: one sent again after a
             # reconnect must number its records as it did the first time.
-            self.txn, self.change_at = message, (0, 0)
+            self.txn, self.change_at, self.txn_records = message, (0, 0), 0
         elif isinstance(message, Commit):
             self._end_transaction(message, out)
         elif isinstance(message, (Insert, Update, Delete)):
@@ -418,19 +421,23 @@ class CdcTask(SourceTask):
 
     def _bound_transaction(self, record: SourceRecord) -> None:
         """Inside a database transaction, ends the Kafka transaction after ``record``
-        once it holds ``maxRecordsPerTransaction`` records or has used half of the
-        transaction timeout: a database transaction of any size then commits in
-        pieces, and a restart resumes after the last piece by the change-level offset,
-        instead of being aborted by the broker on every attempt while the slot keeps
-        its WAL. A consumer sees such a transaction's records in more than one Kafka
-        transaction."""
+        once the database transaction has made ``maxRecordsPerTransaction`` records
+        since its start (or its last piece), or when it alone has kept the Kafka
+        transaction open for half of the transaction timeout: a database transaction
+        of any size then commits in pieces, and a restart resumes after the last piece
+        by the change-level offset, instead of being aborted by the broker on every
+        attempt while the slot keeps its WAL. Smaller transactions are never split: a
+        consumer sees a transaction in more than one Kafka transaction only past the
+        bound."""
+        self.txn_records += 1
         self.records_since_boundary += 1
         transactions = self.context.transactions
         if transactions is None:
             return
-        if self.records_since_boundary >= self.max_records or transactions.running_long():
+        alone = self.txns_since_boundary == 0
+        if self.txn_records >= self.max_records or (alone and transactions.running_long()):
             transactions.commit_transaction_after(record)
-            self.records_since_boundary = 0
+            self.txn_records = self.records_since_boundary = self.txns_since_boundary = 0
 
     def _end_transaction(self, commit: Commit, out: list[SourceRecord]) -> None:
         self.txn = None
@@ -442,8 +449,15 @@ class CdcTask(SourceTask):
         out.append(self.held)
         self.records_since_boundary += 1
         self.txns_since_boundary += 1
-        if self.context.transactions is not None and self.txns_since_boundary >= self.per_commit:
-            self.context.transactions.commit_transaction_after(self.held)
+        transactions = self.context.transactions
+        if transactions is not None and (
+            self.txns_since_boundary >= self.per_commit
+            or self.records_since_boundary >= self.max_records
+            or transactions.running_long()
+        ):
+            # Between whole database transactions: where transactionsPerCommit ends a
+            # Kafka transaction, and where the bound ends one of many small ones.
+            transactions.commit_transaction_after(self.held)
             self.txns_since_boundary = self.records_since_boundary = 0
         self.held = None
 
