@@ -93,7 +93,7 @@ class SinkKitSize:
 
 
 @dataclass(frozen=True)
-class KitAudit:
+class SinkAudit:
     """What a sink holds against what it must hold, at one moment."""
 
     held: int
@@ -124,13 +124,13 @@ class KitAudit:
 
 def compare(
     held: Counter[Item], truth: Counter[Item], *, disorder: int = 0, unreadable: int = 0
-) -> KitAudit:
+) -> SinkAudit:
     """A subject's audit from the items (tuples, the stream first) its sink holds and
     those it must hold."""
     missing, surplus = truth - held, held - truth
     examples = [f"missing {item}" for item in sorted(missing, key=str)[:SHOWN]]
     examples += [f"{n} surplus {item}" for item, n in sorted(surplus.items(), key=str)[:SHOWN]]
-    return KitAudit(
+    return SinkAudit(
         held=sum(held.values()),
         missing=sum(missing.values()),
         surplus=sum(surplus.values()),
@@ -179,7 +179,7 @@ class SinkSubject(Protocol):
         without a layout."""
         ...
 
-    def audit(self, expected: Expected) -> KitAudit:
+    def audit(self, expected: Expected) -> SinkAudit:
         """Reads everything the sink holds, as its readers see it, and compares it with
         what ``expected`` says it must hold (``compare``)."""
         ...
@@ -205,7 +205,7 @@ class SinkSubject(Protocol):
 @dataclass(frozen=True)
 class SinkKitReport:
     subject: str
-    audit: KitAudit
+    audit: SinkAudit
     """The final one, after the reset."""
     stopped_after_commit: int
     """Stage a's batch."""
@@ -225,7 +225,7 @@ class SinkKitReport:
         )
 
 
-def _exactly(audit: KitAudit, what: str) -> None:
+def _exactly(audit: SinkAudit, what: str) -> None:
     assert audit.ok, f"{what}: {audit}"
 
 
@@ -242,7 +242,7 @@ def _planned_input(source: CommittedInput, checkpoint: Path) -> Callable[[int], 
 
 def _begun(
     subject: SinkSubject, through: Callable[[int], Expected], checkpoint: Path
-) -> tuple[int, KitAudit]:
+) -> tuple[int, SinkAudit]:
     """The last batch planned and the sink against everything planned up to it, read
     again if the offset log moved during the audit: a SIGKILLed driver's JVM ends a
     moment after it (once it sees its parent's pipe close), in which Spark's own file

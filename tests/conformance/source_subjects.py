@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +20,7 @@ from onceflow.connectors.files import owner_task
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import audit_sequences
+from tests.conformance.fixtures import FixtureLookup
 from tests.conformance.source_kit import KitAudit, KitSize, SourceFault, SourceSubject
 from tests.conformance.source_loads import (
     DeliveryWatch,
@@ -45,9 +46,6 @@ from tests.support.postgres_query import (
     incrementing_config,
     table_ids,
 )
-
-FixtureLookup = Callable[[str], Any]
-"""``request.getfixturevalue``: a session fixture's value by its name."""
 
 
 class SequenceSubject(SourceSubject):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.fixtures import FixtureLookup
 from tests.conformance.sink_kit import SinkKitSize, SinkSubject, run_sink_kit
 from tests.conformance.sink_subjects import (
-    FilesSubject,
-    FixtureLookup,
+    FileSinkSubject,
     KafkaSubject,
     PostgresAppendSubject,
     PostgresUpsertSubject,
@@ -30,7 +30,7 @@ SINKS = [
     pytest.param(KafkaSubject, id=KafkaSubject.name),
     pytest.param(PostgresAppendSubject, id=PostgresAppendSubject.name, marks=pytest.mark.postgres),
     pytest.param(PostgresUpsertSubject, id=PostgresUpsertSubject.name, marks=pytest.mark.postgres),
-    pytest.param(FilesSubject, id=FilesSubject.name),
+    pytest.param(FileSinkSubject, id=FileSinkSubject.name),
 ]
 
 

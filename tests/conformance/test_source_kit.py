@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.fixtures import FixtureLookup
 from tests.conformance.source_kit import KitSize, SourceSubject, run_source_kit
 from tests.conformance.source_subjects import (
     FilesSubject,
-    FixtureLookup,
     KafkaMirrorSubject,
     PostgresCdcSubject,
     PostgresIncrementingSubject,
