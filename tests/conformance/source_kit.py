@@ -129,7 +129,9 @@ class SourceSubject(Protocol):
     """``spec.connector.type``: an installed connector's name or ``package.module:Class``."""
     tasks_max: int
     boundary: str
-    """``spec.transactionBoundary``: ``poll`` or ``connector``."""
+    """``spec.transactionBoundary``: ``poll``, ``interval`` or ``connector``."""
+    interval_ms: int | None = None
+    """``spec.transactionBoundaryIntervalMs`` under ``interval``."""
 
     @property
     def restart_tasks_max(self) -> int:
@@ -285,11 +287,13 @@ class _KitRun:
             tasks_max=tasks_max,
             config=self.config,
             boundary=self.subject.boundary,
+            interval_ms=self.subject.interval_ms,
             name=name,
         )
 
     def run(self) -> KitReport:
         self._start_generation(1)
+        self.load.released.clear()  # its last part waits for the last fault
         self.load.start()
         wait_for(self._first_records_committed, FIRST_RECORDS_S, "the first committed records")
         self.watch = TransactionWatch(self.bootstrap, self.topic)
@@ -306,6 +310,7 @@ class _KitRun:
             if step != KILL_ALL:  # which finds its own moment
                 time.sleep(self.rng.uniform(*GAP_S))  # fault timing, not synchronisation
             events.append(steps[step]())
+        self.load.released.set()
         audit = self._settle()
         aborted = aborted_records(self.bootstrap, self.topic)
         return KitReport(
@@ -427,6 +432,7 @@ class _KitRun:
         return latest[-1]
 
     def stop_tasks(self) -> None:
+        self.load.released.set()  # a run that failed midway must not leave it waiting
         alive = [task for task in self.tasks if task.alive]
         for task in alive:
             task.signal(signal.SIGTERM)

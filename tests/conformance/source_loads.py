@@ -1,6 +1,8 @@
 """What changes each built-in subject's source system while the kit's faults land.
 Each load lasts at least the ``seconds`` it is given (``KitSize.load_s``): its pauses
-add up to them, so faults never outrun it. The ``postgres`` CDC subject's load is
+add up to them. And it waits for the kit before its last part (``hold_until_released``),
+so however slowly faults land on a loaded machine, none comes after the source stopped
+changing. The ``postgres`` CDC subject's load is
 tests/support/cdc.py's Loader."""
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class FileWriters(BackgroundWork):
     def work(self) -> None:
         late = self.files - 1
         for seq in range(1, self.lines + 1):
+            if seq == self.lines:
+                self.hold_until_released()
             for f in range(self.files):
                 if f == late and seq == 1 + self.lines // 2:
                     self._append(f, b"".join(self._line(f, n) for n in range(1, seq)))
@@ -97,6 +101,8 @@ class TableWriters(BackgroundWork):
             try:
                 with psycopg.connect(self.dsn) as conn:
                     for n in range(self.rows // 2):
+                        if n == self.rows // 2 - 1:
+                            self.hold_until_released()
                         conn.execute(f"INSERT INTO {self.table} (writer) VALUES (%s)", (writer,))
                         if rng.random() < 0.05:
                             time.sleep(rng.uniform(0, 0.02))  # hold a smaller id open
@@ -139,6 +145,8 @@ class UpstreamTransactions(BackgroundWork):
         streams = [f"s{s}" for s in range(self.streams)]
         pending = [(stream, seq) for seq in range(1, self.records + 1) for stream in streams]
         for number, start in enumerate(range(0, len(pending), self.TXN_RECORDS)):
+            if start + self.TXN_RECORDS >= len(pending):
+                self.hold_until_released()
             if number % 4 == 3:
                 producer.begin_transaction()
                 for _ in range(self.streams):

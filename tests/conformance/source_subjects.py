@@ -48,6 +48,15 @@ from tests.support.postgres_query import (
 )
 
 
+class IntervalBoundary(SourceSubject):
+    """For a connector whose poll's transaction lasts milliseconds: under a 300 ms
+    interval one is open most of the time, so SIGKILLs inside one are sure to come
+    (the kit's evidence), and the interval boundary is run through faults too."""
+
+    boundary = "interval"
+    interval_ms = 300
+
+
 class SequenceSubject(SourceSubject):
     """``sequence``: streams counting 1, 2, 3... made by the connector itself. Its truth
     is every stream 1..limit, audited by the product's own ``audit_sequences``. The
@@ -97,14 +106,13 @@ class SequenceSubject(SourceSubject):
         return sequence_audit(report, self.limit)
 
 
-class FilesSubject(SourceSubject):
+class FilesSubject(IntervalBoundary):
     """``files``: lines appended to files while two tasks read them, each owning some
     of the files. Its truth is each file's complete lines, in order."""
 
     name = "files"
     connector = "files"
     tasks_max = 2
-    boundary = "poll"
     FILES = 5
 
     def __init__(self) -> None:
@@ -140,7 +148,7 @@ class FilesSubject(SourceSubject):
         return in_order_audit(delivered, truth, show=bytes.decode)
 
 
-class PostgresIncrementingSubject(SourceSubject):
+class PostgresIncrementingSubject(IntervalBoundary):
     """``postgres`` in ``mode: incrementing``: rows inserted by two concurrent sessions.
     Its truth is the table's ids, each delivered once, ascending (a smaller id that
     commits late must be neither skipped nor sent after a larger one)."""
@@ -148,7 +156,6 @@ class PostgresIncrementingSubject(SourceSubject):
     name = "postgres-incrementing"
     connector = "postgres"
     tasks_max = 1
-    boundary = "poll"
 
     def __init__(self, dsn: str) -> None:
         self.dsn, self.table = dsn, ""

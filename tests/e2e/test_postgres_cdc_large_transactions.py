@@ -19,6 +19,7 @@ from onceflow.eos.consume import read_to_end
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.model.tasks import DesiredTasks
 from tests.support.cdc import drop_slot
+from tests.support.metrics import free_port, scrape
 from tests.support.tasks import TaskProcess, only_task, plan
 from tests.support.waiting import wait_for
 
@@ -62,8 +63,12 @@ def _one_big_transaction_then_a_small_one(dsn: str, table: str, rows: int) -> No
         conn.execute(f"INSERT INTO {table} VALUES (%s)", (rows + 1,))
 
 
-def _started(desired: DesiredTasks, workdir: Path, timeout_ms: int) -> TaskProcess:
-    settings = only_task(desired, workdir).model_copy(update={"transaction_timeout_ms": timeout_ms})
+def _started(
+    desired: DesiredTasks, workdir: Path, timeout_ms: int, metrics_port: int = 0
+) -> TaskProcess:
+    settings = only_task(desired, workdir).model_copy(
+        update={"transaction_timeout_ms": timeout_ms, "metrics_port": metrics_port}
+    )
     return TaskProcess(settings, workdir).start()
 
 
@@ -86,7 +91,8 @@ def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
     rows = 40_000
     table = _table(postgres_dsn)
     desired = _source(kafka_bootstrap, postgres_dsn, table)
-    task = _started(desired, tmp_path, timeout_ms=2000)
+    port = free_port()
+    task = _started(desired, tmp_path, timeout_ms=2000, metrics_port=port)
     try:
         _wait_for_slot(postgres_dsn, desired)
         _one_big_transaction_then_a_small_one(postgres_dsn, table, rows)
@@ -97,6 +103,11 @@ def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
             interval_s=3,
         )
         assert task.alive, task.log_path.read_text()[-2000:]
+        # The time bound cut the large one: more Kafka transactions than the two
+        # database transactions (a machine writing 40k records within 1 s would not
+        # need it, and this says so).
+        committed = scrape(port)["onceflow_source_transactions_committed_total"]
+        assert committed > 2, committed
     finally:
         task.terminate()
         drop_slot(postgres_dsn, desired.source.spec.connector.config["slot"])

@@ -10,6 +10,13 @@ class BackgroundWork(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.error: BaseException | None = None
+        self.released = threading.Event()
+        """Cleared by a test that must finish its faults while the work still runs: the
+        work waits for it before its last part (``hold_until_released``)."""
+        self.released.set()
+
+    def hold_until_released(self, timeout_s: float = 900) -> None:
+        self.released.wait(timeout_s)
 
     def run(self) -> None:
         try:

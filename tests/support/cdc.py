@@ -81,6 +81,8 @@ class Loader(BackgroundWork):
     def work(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while self.done < self.changes:
+                if self.changes - self.done <= 5:
+                    self.hold_until_released()
                 with conn.transaction():
                     for _ in range(self.rng.randint(1, 5)):
                         if self.done < self.changes:

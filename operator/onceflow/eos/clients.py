@@ -88,6 +88,23 @@ def cluster_metadata(
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
+# A topic created a moment ago (by this client or a sibling task) can show no
+# partitions in a broker's metadata yet.
+METADATA_WAIT_S = 30.0
+
+
+def visible_partitions(client: AdminClient, topic: str, timeout_s: float = METADATA_WAIT_S) -> int:
+    """``topic``'s partition count once the metadata shows it (0 if it never does
+    within ``timeout_s``): a task that reads a topic right after it or a sibling
+    created it would otherwise find it unknown and fail its start."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = len(cluster_metadata(client, topic).topics[topic].partitions)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 # How long the warm-up before init_transactions waits for a learned broker to answer.
 WARM_UP_S = 2.0
 

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from onceflow.api.connector import SourceOffset, SourcePartition
-from onceflow.eos.clients import admin_client, client_config, cluster_metadata
+from onceflow.eos.clients import admin_client, client_config, cluster_metadata, visible_partitions
 from onceflow.eos.consume import read_to_end
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,12 @@ def ensure_topic(
     config: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
     admin: AdminClient | None = None,
-) -> None:
-    """Creates ``topic`` unless it exists; an existing topic is left as it is.
-    ``admin``: a client the caller uses for its other steps too (each new one costs its
-    connections: about 50 ms against a local broker)."""
+) -> int:
+    """Creates ``topic`` unless it exists; an existing topic is left as it is. Returns
+    its partition count once the metadata shows it, so what the caller does next (read
+    it, describe it) never finds it unknown. ``admin``: a client the caller uses for
+    its other steps too (each new one costs its connections: about 50 ms against a
+    local broker)."""
     if admin is None:
         admin = admin_client(bootstrap, extra)
     brokers = len(cluster_metadata(admin).brokers)
@@ -107,6 +109,7 @@ def ensure_topic(
     except KafkaException as error:
         if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
+    return visible_partitions(admin, topic)
 
 
 def ensure_offsets_topic(
@@ -119,8 +122,7 @@ def ensure_offsets_topic(
     by a tool's defaults) has one partition and compaction."""
     if admin is None:
         admin = admin_client(bootstrap, extra)
-    ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, admin=admin)
-    partitions = len(cluster_metadata(admin, topic).topics[topic].partitions)
+    partitions = ensure_topic(bootstrap, topic, config=OFFSETS_TOPIC_CONFIG, admin=admin)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         configs = admin.describe_configs([resource])[resource].result(timeout=30)

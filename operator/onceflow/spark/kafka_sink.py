@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,7 +23,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
-from onceflow.eos.clients import admin_client, cluster_metadata
+from onceflow.eos.clients import admin_client, cluster_metadata, visible_partitions
 from onceflow.eos.consume import end_offsets, read_to_end, span_reader
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import (
@@ -92,25 +91,12 @@ class SinkTopicError(ValueError):
     """The output topic exists with another partition count: partitioning would move."""
 
 
-# A topic created a moment ago can show no partitions in the metadata yet.
-METADATA_WAIT_S = 30.0
-
-
-def _partition_count(admin: AdminClient, topic: str) -> int:
-    deadline = time.monotonic() + METADATA_WAIT_S
-    while True:
-        found = len(cluster_metadata(admin, topic).topics[topic].partitions)
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
-
-
 def prepare_topics(target: SinkTarget, admin: AdminClient) -> SinkTarget:
     """Creates the output and marker topics, or checks an existing output topic; returns
     the target with the marker topic's partition count (kept from its first layout:
     markers are addressed by key, so a re-partition needs no new marker topic)."""
     ensure_topic(target.bootstrap, target.topic, partitions=target.partitions, admin=admin)
-    found = _partition_count(admin, target.topic)
+    found = visible_partitions(admin, target.topic)
     if found != target.partitions:
         raise SinkTopicError(
             f"spec.sink.kafka.partitions: topic {target.topic!r} has {found} partitions, "
@@ -124,7 +110,7 @@ def prepare_topics(target: SinkTarget, admin: AdminClient) -> SinkTarget:
         admin=admin,
     )
     return dataclasses.replace(
-        target, marker_partitions=_partition_count(admin, target.marker_topic)
+        target, marker_partitions=visible_partitions(admin, target.marker_topic)
     )
 
 
