@@ -57,7 +57,7 @@ class IntervalBoundary(SourceSubject):
     interval_ms = 300
 
 
-class SequenceSubject(SourceSubject):
+class SequenceSubject(IntervalBoundary):
     """``sequence``: streams counting 1, 2, 3... made by the connector itself. Its truth
     is every stream 1..limit, audited by the product's own ``audit_sequences``. The
     restart moves the streams from three tasks to two."""
@@ -66,7 +66,6 @@ class SequenceSubject(SourceSubject):
     connector = "sequence"
     tasks_max = 3
     restart_tasks_max = 2
-    boundary = "poll"
     STREAMS = 6
     BATCH = 20
 
@@ -265,7 +264,7 @@ def _by_key(messages: Iterable[Message]) -> dict[str, list[Mirrored]]:
     return records
 
 
-class KafkaMirrorSubject(SourceSubject):
+class KafkaMirrorSubject(IntervalBoundary):
     """``kafka``: an upstream topic of four partitions written in transactions, some
     aborted. Its truth is the upstream's ``read_committed`` records, each key's in its
     partition's order (a key lives in one partition on either side, while the output
@@ -277,7 +276,6 @@ class KafkaMirrorSubject(SourceSubject):
     connector = "kafka"
     tasks_max = 3
     restart_tasks_max = 2
-    boundary = "poll"
     STREAMS = 6
 
     def __init__(self, bootstrap: str) -> None:
