@@ -77,16 +77,15 @@ class SequenceSubject(IntervalBoundary):
         return cls()
 
     def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
-        """Paced so that generation 1, even unharmed, takes twice ``size.load_s`` to
-        count to the limit: this load is the connector itself and cannot wait for the
-        kit's last fault as the others do, so it gets the margin in time instead."""
+        """Paced so that generation 1, even unharmed, takes ``size.load_s`` to count to
+        the limit."""
         self.limit = size.records
         polls = math.ceil(self.STREAMS / self.tasks_max) * self.limit / self.BATCH
         return {
             "streams": self.STREAMS,
             "limit": self.limit,
             "batchSize": self.BATCH,
-            "pollIntervalMs": max(20, math.ceil(2 * size.load_s * 1000 / polls)),
+            "pollIntervalMs": max(20, math.ceil(size.load_s * 1000 / polls)),
         }
 
     def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
