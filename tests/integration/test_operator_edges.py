@@ -12,6 +12,7 @@ import pytest
 from kubernetes import watch
 
 from tests.integration.test_operator import (
+    STREAMS,
     _audit_clean,
     _finished,
     _settle_enabled,
@@ -24,6 +25,15 @@ from tests.support.kubelet import LocalKubelet
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+
+LIMIT = 1000
+"""Numbers per stream: a few seconds of writing left when each test's event happens
+(the first seconds after Ready), which each test asserts; every record past that is
+waiting, not testing."""
+
+
+def _still_writing(bootstrap: str, topic: str) -> None:
+    assert offsets_written(bootstrap, topic) < STREAMS * LIMIT, "the source finished first"
 
 
 def _watch_source_modes(
@@ -53,7 +63,7 @@ def test_a_recreated_pipeline_resumes_where_its_workloads_are(
     must never be walked down to `disabled` (its generation stays)."""
     cluster, _, _ = operator
     topic = f"edge-{uuid.uuid4().hex[:6]}"
-    limit = 3000
+    limit = LIMIT
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
     generation = cluster.status("kafkasources", "counter")["generation"]
     seen: list[tuple[int, str]] = []
@@ -61,6 +71,7 @@ def test_a_recreated_pipeline_resumes_where_its_workloads_are(
     watcher = threading.Thread(target=_watch_source_modes, args=(cluster, seen, stop), daemon=True)
     watcher.start()
     try:
+        _still_writing(kafka_bootstrap, topic)
         cluster.delete("pipelines", "orders")
         wait_for(
             lambda: (
@@ -95,7 +106,7 @@ def test_a_lost_source_status_stops_the_old_pods_before_the_new_incarnation_runs
     apart, stopped, and every stream still read exactly once."""
     cluster, _, _ = operator
     topic = f"edge-{uuid.uuid4().hex[:6]}"
-    limit = 3000
+    limit = LIMIT
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
     # A second generation runs when the status is lost (a new Pipeline starts at its
     # target, so the first generation is already enabled): the new incarnation's pods
@@ -113,6 +124,7 @@ def test_a_lost_source_status_stops_the_old_pods_before_the_new_incarnation_runs
     before = cluster.status("kafkasources", "counter")
     old_pods = {p.metadata.name: p.metadata.uid for p in cluster.pods("onceflow.io/source=counter")}
     obj = cluster.get("kafkasources", "counter")
+    _still_writing(kafka_bootstrap, topic)
     obj["status"] = {}
     cluster.custom.replace_namespaced_custom_object_status(
         "onceflow.io", "v1alpha1", cluster.namespace, "kafkasources", "counter", obj
@@ -139,10 +151,11 @@ def test_an_image_edit_rolls_the_pods_within_their_generation(
     pods must be replaced (not wait for their next death), and nothing duplicated."""
     cluster, _, _ = operator
     topic = f"edge-{uuid.uuid4().hex[:6]}"
-    limit = 3000
+    limit = LIMIT
     _settle_enabled(cluster, kafka_bootstrap, topic, 2, limit)
     generation = cluster.status("kafkasources", "counter")["generation"]
     before = {p.metadata.uid for p in cluster.pods("onceflow.io/source=counter")}
+    _still_writing(kafka_bootstrap, topic)
     cluster.patch_spec("kafkasources", "counter", {"image": "onceflow:next"})
 
     def rolled() -> bool:
@@ -167,7 +180,7 @@ def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
     it resumes from their final offsets instead of writing those records again."""
     cluster, _, kubelet = operator
     topic = f"edge-{uuid.uuid4().hex[:6]}"
-    limit = 3000
+    limit = LIMIT
     cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
     cluster.create("kafkasources", source(2, topic, limit))
     wait_for(
@@ -179,6 +192,7 @@ def test_an_at_least_once_generation_starts_only_after_its_predecessor_flushed(
     old = [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
     for name in old:
         kubelet.process(name).send_signal(signal.SIGSTOP)
+    _still_writing(kafka_bootstrap, topic)
     try:
         cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "preparing"})
         wait_for(
