@@ -62,6 +62,7 @@ image:
 testbed-deps: install
 	@bash scripts/kafka.sh libs >/dev/null
 	@bash scripts/spark-jars.sh >/dev/null
+	@$(BIN)/python -m tests.support.spark_archive >/dev/null
 	@bash scripts/k8s-build.sh >/dev/null
 	@bash scripts/node.sh deps
 	@bash scripts/helm.sh >/dev/null

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.node import Node
+from tests.support.spark_archive import spark_submit_options
 from tests.support.testbed import ScriptedService, spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# Every driver the suite starts (its own processes, `onceflow run`'s, the session
+# fixture's) maps the class archive `make testbed-deps` made: half a driver's start.
+if (_archive := spark_submit_options()) is not None:
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", _archive)
 
 
 def _service(script: str) -> Iterator[str]:
