@@ -30,6 +30,7 @@ from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
 from tests.support.api_audit import calls_by, granted
 from tests.support.checkpoint import batch_in_flight
+from tests.support.kafka import CommittedTail
 from tests.support.node import (
     Node,
     load_image,
@@ -67,6 +68,7 @@ class Run:
     name: str = field(default_factory=lambda: f"n{uuid.uuid4().hex[:6]}")
     faults: list[str] = field(default_factory=list)
     counted: dict[str, int] = field(default_factory=dict)
+    tails: dict[str, CommittedTail] = field(default_factory=dict)
     installed_at: str = ""
     """When the chart was installed (RFC 3339 UTC): the audit log is read from there."""
 
@@ -84,25 +86,24 @@ class Run:
         return Path("/var/lib/onceflow-test-checkpoints") / self.namespace
 
     def committed(self, topic: str) -> int:
-        """Committed records so far; while a killed writer's transaction holds the topic
-        back (until its successor fences it), what was last counted."""
+        """Committed records so far (duplicates too: the audit at the end judges them),
+        each call reading only what was committed since the last; while a killed
+        writer's transaction holds the topic back (until its successor fences it), what
+        was committed below it."""
+        tail = self.tails.setdefault(topic, CommittedTail(self.kafka, topic))
         try:
-            pairs, _ = read_sequences(
-                self.kafka, topic, key_field="stream", seq_field="seq", timeout_s=5
-            )
+            fresh = tail.read()
         except LookupError:  # not created yet
             return 0
-        except TimeoutError:
-            return self.counted.get(topic, 0)
-        self.counted[topic] = len(pairs)
-        return len(pairs)
+        self.counted[topic] = self.counted.get(topic, 0) + len(fresh)
+        return self.counted[topic]
 
     def wait(self, what: str, check: Callable[[], bool], timeout_s: float = 600) -> float:
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
             if check():
                 return time.monotonic() - started
-            time.sleep(0.5)
+            time.sleep(1)  # checks run kubectl: the node's pods need the cores more
         events = self.node.kubectl("get", "events", "-n", self.namespace, check=False)
         raise AssertionError(f"timed out waiting for {what}; events:\n{events[-4000:]}")
 
@@ -241,6 +242,8 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
     try:
         yield run
     finally:
+        for tail in run.tails.values():
+            tail.close()
         real_node.kubectl("delete", "namespace", run.namespace, "--wait=false", check=False)
         real_node.kubectl("delete", "pv", f"{run.namespace}-checkpoint", check=False)
         real_node.helm("uninstall", run.release, "-n", run.operator_namespace)
