@@ -66,6 +66,7 @@ testbed-deps: install
 	@bash scripts/k8s-build.sh >/dev/null
 	@bash scripts/node.sh deps
 	@bash scripts/helm.sh >/dev/null
+	@bash scripts/spark-operator-crd.sh >/dev/null
 	@bash scripts/argocd-health.sh >/dev/null
 	@bash scripts/image.sh build >/dev/null
 

@@ -16,8 +16,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.test_operator import pipeline, source
-from tests.integration.test_operator_spark import SPARK_CRD_NAME, _job, install_spark_crd
-from tests.support.cluster import Cluster, OperatorProcess, install_crds
+from tests.integration.test_operator_spark import _job
+from tests.support.cluster import (
+    SPARK_CRD_NAME,
+    Cluster,
+    OperatorProcess,
+    install_crds,
+    install_spark_crd,
+)
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import kubectl
 from tests.support.waiting import wait_for
@@ -205,7 +211,7 @@ def test_a_spark_job_without_the_spark_operator_crd_says_so(
         assert "spec.submitter: spark-submit" in missing["message"], missing
         _degraded(cluster, "pipelines", "orders", "WorkloadDegraded")
     finally:
-        install_spark_crd(kubeconfig)
+        install_spark_crd(kubeconfig, again=True)
 
 
 def test_progress_past_the_deadline_is_degraded_and_named_on_the_pipeline(

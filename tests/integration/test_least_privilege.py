@@ -21,9 +21,15 @@ from kubernetes import client
 from onceflow.control.admission import review
 from onceflow.control.kube import KubeClient, load_config
 from tests.integration.test_operator import pipeline, source
-from tests.integration.test_operator_spark import _job, install_spark_crd
+from tests.integration.test_operator_spark import _job
 from tests.support.api_audit import calls_by, granted
-from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_namespace
+from tests.support.cluster import (
+    Cluster,
+    OperatorProcess,
+    install_crds,
+    install_spark_crd,
+    new_namespace,
+)
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import ROOT, helm, kubectl
 from tests.support.waiting import wait_for

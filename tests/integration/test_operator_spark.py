@@ -16,30 +16,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from onceflow.model.spark_names import sink_transactional_id
-from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.cluster import Cluster, OperatorProcess, install_spark_crd, running_operator
 from tests.support.kafka import zombie_in_a_transaction
 from tests.support.kubelet import LocalKubelet
-from tests.support.testbed import ROOT, kubectl
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
-
-SPARK_CRD = (
-    ROOT.parent / "shared" / "thirdparty-crds" / "sparkoperator.k8s.io_sparkapplications.yaml"
-)
-SPARK_CRD_NAME = "crd/sparkapplications.sparkoperator.k8s.io"
-
-
-def install_spark_crd(kubeconfig: str) -> None:
-    """The Spark operator's CRD, applied (again) and waited on until it serves."""
-    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-
-    def serving() -> bool:
-        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(SPARK_CRD))
-        found = kubectl(kubeconfig, "get", SPARK_CRD_NAME, "-o", established, check=False)
-        return found.stdout == "True"
-
-    wait_for(serving, 60, "the Spark operator's CRD to be established", interval_s=1)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client, config
 
 from tests.support.kubelet import LocalKubelet
-from tests.support.testbed import ROOT, kubectl
+from tests.support.testbed import ROOT, kubectl, script_value
 
 GROUP, VERSION = "onceflow.io", "v1alpha1"
 
@@ -37,6 +37,22 @@ def install_crds(kubeconfig: str, *, again: bool = False) -> None:
         kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "-l", selector
     )
     _CRDS_INSTALLED.add(kubeconfig)
+
+
+SPARK_CRD_NAME = "crd/sparkapplications.sparkoperator.k8s.io"
+_SPARK_CRD_INSTALLED: set[str] = set()
+
+
+def install_spark_crd(kubeconfig: str, *, again: bool = False) -> None:
+    """The Spark operator's CRD (scripts/spark-operator-crd.sh), once per API server and
+    session: applying its 800 KB schema per test cost seconds each. ``again``: after a
+    test deleted it."""
+    if kubeconfig in _SPARK_CRD_INSTALLED and not again:
+        return
+    crd = script_value("scripts/spark-operator-crd.sh")
+    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crd)
+    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", SPARK_CRD_NAME)
+    _SPARK_CRD_INSTALLED.add(kubeconfig)
 
 
 @dataclass
