@@ -18,6 +18,7 @@ from kubernetes import client, config
 
 from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import ROOT, kubectl, script_value
+from tests.support.waiting import wait_for
 
 GROUP, VERSION = "onceflow.io", "v1alpha1"
 
@@ -50,8 +51,14 @@ def install_spark_crd(kubeconfig: str, *, again: bool = False) -> None:
     if kubeconfig in _SPARK_CRD_INSTALLED and not again:
         return
     crd = script_value("scripts/spark-operator-crd.sh")
-    kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crd)
-    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", SPARK_CRD_NAME)
+    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+
+    def serving() -> bool:  # applied again while a deletion still finishes
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", crd)
+        found = kubectl(kubeconfig, "get", SPARK_CRD_NAME, "-o", established, check=False)
+        return found.stdout == "True"
+
+    wait_for(serving, 60, "the Spark operator's CRD to be established", interval_s=1)
     _SPARK_CRD_INSTALLED.add(kubeconfig)
 
 
