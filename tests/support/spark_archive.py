@@ -7,8 +7,9 @@ this archive, 3.5 s and 1.4 s. The suite starts some seventy drivers. The archiv
 JDK 17's dynamic one (``-XX:ArchiveClassesAtExit``), written by one training driver
 that starts a session, plans a Kafka stream and runs a checkpointed streaming query
 through ``foreachBatch``, as Onceflow's drivers do. It is named by the JDK and pyspark
-it was made with; a JVM that cannot use it (another classpath) warns and loads as
-usual, so a stale archive slows nothing down and breaks nothing.
+it was made with and where pyspark is installed; a JVM that cannot use it anyway
+warns and loads as usual, so a stale archive slows nothing down and breaks nothing
+(tests/testbed/test_spark_archive.py fails then, so that it is seen).
 
 ``python -m tests.support.spark_archive`` makes it if absent and prints its path (the
 Makefile's ``testbed-deps``); ``spark_submit_options`` is what the suite puts in
@@ -29,11 +30,14 @@ CACHE = Path(os.environ.get("ONCEFLOW_CACHE", Path.home() / ".cache" / "onceflow
 
 
 def archive_path() -> Path:
-    """Where the archive for this JDK and pyspark lives (it may not exist yet)."""
+    """Where the archive for this JDK and this pyspark installation lives (it may not
+    exist yet). The JVM maps an archive only under the class path it was made with,
+    so the key holds where pyspark's jars are: another checkout's venv gets its own."""
     import pyspark
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True)
-    key = hashlib.sha256(f"{java.stderr}\n{pyspark.__version__}".encode()).hexdigest()[:16]
+    identity = f"{java.stderr}\n{pyspark.__version__}\n{Path(pyspark.__file__).parent}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return CACHE / "spark-cds" / f"driver-{key}.jsa"
 
 
