@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# postgres.sh up|down — Debian's PostgreSQL server on a loopback port, data in
-# .onceflow/postgres/. Installs the server package when it is missing. PostgreSQL
+# postgres.sh up|down|restart [fast|immediate] — Debian's PostgreSQL server on a
+# loopback port, data in .onceflow/postgres/. `restart immediate` is a crash (no
+# shutdown checkpoint; recovery replays the WAL), for tests of what survives one. Installs the server package when it is missing. PostgreSQL
 # refuses to run as root, so under root the server runs as the `postgres` user.
 source "$(dirname "$0")/lib.sh"
 stdout_is_value
@@ -53,9 +54,18 @@ down() {
   as_owner "$bin/pg_ctl" -D "$DATA" -m fast -w stop >&2 2>/dev/null || true
 }
 
+restart() {
+  local bin; bin="$(pg_bin)"
+  # pg_ctl starts it again with the options it last ran with (postmaster.opts).
+  as_owner "$bin/pg_ctl" -D "$DATA" -m "${1:-fast}" -w -t 60 -l "$DIR/server.log" restart >&2 3>&-
+  wait_for "PostgreSQL on $PG_PORT" 60 "$bin/pg_isready" -h 127.0.0.1 -p "$PG_PORT"
+  emit "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres"
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
+  restart) restart "${2:-fast}" ;;
   status) [[ -f "$DATA/PG_VERSION" ]] && "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && emit "postgresql://onceflow@127.0.0.1:$PG_PORT/postgres" ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|restart [fast|immediate]" >&2; exit 2 ;;
 esac

@@ -116,6 +116,11 @@ class SourceFault:
     says whether it hit something, e.g. pg_terminate_backend found a backend. It may
     wait a few seconds for something to hit: a task restarted a moment ago may not have
     connected yet."""
+    ends_tasks: tuple[str, ...] = ()
+    """For a connector whose tasks exit on such a fault and count on their restart (as
+    a pod's container is restarted): words one of which the log of a task it ended
+    shows. The kit restarts such a task, once the fault struck; any other exit of a
+    task by itself fails the run."""
 
 
 class SourceSubject(Protocol):
@@ -188,11 +193,14 @@ class KitReport:
     """Aborted records in the output outside the generation change: transactions a
     SIGKILL left open."""
     aborted_at_generation_change: int
+    restarts: int = 0
+    """Tasks a source fault ended and the kit restarted (SourceFault.ends_tasks)."""
 
     def summary(self) -> str:
         kinds = {kind: sum(e.kind == kind for e in self.events) for kind in get_args(FaultKind)}
         return (
-            f"{self.subject}: {kinds}, {self.aborted_by_kills} records aborted by kills, "
+            f"{self.subject}: {kinds}, {self.restarts} tasks restarted after source faults, "
+            f"{self.aborted_by_kills} records aborted by kills, "
             f"{self.audit.records} records, {len(self.audit.problems)} problems, "
             f"{len(self.audit.behind)} behind"
         )
@@ -279,6 +287,9 @@ class _KitRun:
         self.tasks: list[TaskProcess] = []
         self.watch: TransactionWatch | None = None
         self.aborted_at_change = 0
+        self.expected_exits: tuple[str, ...] = ()
+        """What the log of a task a struck fault ended may say (SourceFault.ends_tasks)."""
+        self.restarts = 0
 
     def _plan(self, tasks_max: int, name: str | None = None) -> DesiredTasks:
         return plan(
@@ -319,6 +330,7 @@ class _KitRun:
             tuple(events),
             aborted_by_kills=aborted - self.aborted_at_change,
             aborted_at_generation_change=self.aborted_at_change,
+            restarts=self.restarts,
         )
 
     def _start_generation(self, generation: int) -> None:
@@ -331,13 +343,18 @@ class _KitRun:
             task.signal(signum)
 
     def _check_alive(self) -> None:
-        """A task that exited by itself is a failure of its own (no supervisor here)."""
+        """A task that exited by itself is a failure of its own (no supervisor here),
+        unless a struck fault ends tasks that way: then it is restarted, as its pod's
+        container would be."""
         for task in self.tasks:
             if not task.alive:
-                code = task.wait(0)
-                raise AssertionError(
-                    f"{task.log_path.name} exited {code} by itself:\n{_log_tail(task.log_path)}"
-                )
+                code, tail = task.wait(0), _log_tail(task.log_path)
+                said = task.log_of_this_run()
+                if code == ExitCode.ERROR and any(w in said for w in self.expected_exits):
+                    self.restarts += 1
+                    task.start()
+                    continue
+                raise AssertionError(f"{task.log_path.name} exited {code} by itself:\n{tail}")
 
     def _first_records_committed(self) -> bool:
         self._check_alive()
@@ -386,7 +403,11 @@ class _KitRun:
         return self._event("sigkill", name, all(code == -signal.SIGKILL for code in codes))
 
     def _striker(self, fault: SourceFault) -> Callable[[], FaultEvent]:
-        return lambda: self._event("source", fault.name, fault.strike())
+        def strike() -> FaultEvent:
+            self.expected_exits += fault.ends_tasks
+            return self._event("source", fault.name, fault.strike())
+
+        return strike
 
     def _change_generation(self) -> FaultEvent:
         """What the supervisor does for a new generation: record the intent, stop the

@@ -14,12 +14,14 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
 
 from tests.conformance.source_kit import KitAudit
 from tests.support.background import BackgroundWork
+from tests.support.cdc import reconnect
 from tests.support.waiting import wait_for
 
 
@@ -98,19 +100,26 @@ class TableWriters(BackgroundWork):
 
         def write(writer: int) -> None:
             rng = random.Random(writer)
+            conn: psycopg.Connection[Any] | None = None
             try:
-                with psycopg.connect(self.dsn) as conn:
-                    for n in range(self.rows // 2):
-                        if n == self.rows // 2 - 1:
-                            self.hold_until_released()
+                for n in range(self.rows // 2):
+                    if n == self.rows // 2 - 1:
+                        self.hold_until_released()
+                    try:
+                        conn = conn or reconnect(self.dsn)
                         conn.execute(f"INSERT INTO {self.table} (writer) VALUES (%s)", (writer,))
                         if rng.random() < 0.05:
                             time.sleep(rng.uniform(0, 0.02))  # hold a smaller id open
                         conn.commit()
-                        if n % self.PAUSE_EVERY == self.PAUSE_EVERY - 1:
-                            time.sleep(self.pause_s)
+                    except psycopg.OperationalError:  # the server restarted: the table
+                        conn = None  # holds whatever committed, the audit's truth
+                    if n % self.PAUSE_EVERY == self.PAUSE_EVERY - 1:
+                        time.sleep(self.pause_s)
             except BaseException as error:
                 errors.append(error)
+            finally:
+                if conn is not None:
+                    conn.close()
 
         threads = [threading.Thread(target=write, args=(w,)) for w in (1, 2)]
         for thread in threads:

@@ -46,6 +46,7 @@ from tests.support.postgres_query import (
     incrementing_config,
     table_ids,
 )
+from tests.support.testbed import script_value
 
 
 class IntervalBoundary(SourceSubject):
@@ -147,6 +148,11 @@ class FilesSubject(IntervalBoundary):
         return in_order_audit(delivered, truth, show=bytes.decode)
 
 
+def restart_postgres(mode: str = "fast") -> bool:
+    """Restarts the test bed's server (``immediate``: a crash); true once it is back."""
+    return script_value("scripts/postgres.sh", "restart", mode).startswith("postgresql://")
+
+
 class PostgresIncrementingSubject(IntervalBoundary):
     """``postgres`` in ``mode: incrementing``: rows inserted by two concurrent sessions.
     Its truth is the table's ids, each delivered once, ascending (a smaller id that
@@ -173,6 +179,25 @@ class PostgresIncrementingSubject(IntervalBoundary):
     def audit(self, bootstrap: str, topic: str) -> KitAudit:
         delivered = {self.table: delivered_ids(bootstrap, topic)}
         return in_order_audit(delivered, {self.table: table_ids(self.dsn, self.table)}, str)
+
+    def faults(self) -> list[SourceFault]:
+        # The task ends on a lost connection and resumes from its committed offsets
+        # when restarted; one restarted while the server is down ends at its start.
+        ends = ("config.url: the connection was lost", "did not accept the connection")
+        return [SourceFault("restart PostgreSQL", self._restart_server, ends_tasks=ends)]
+
+    def _restart_server(self, within_s: float = 30.0) -> bool:
+        """Restarts the server once a task holds a session in it (one restarted a
+        moment ago may not have connected yet), which the restart then ends."""
+        deadline = time.monotonic() + within_s
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'onceflow-query'"
+            ).fetchone()[0]:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+        return restart_postgres()
 
 
 class PostgresCdcSubject(SourceSubject):
@@ -223,24 +248,42 @@ class PostgresCdcSubject(SourceSubject):
         return KitAudit(records=report.records, problems=report.problems, behind=report.behind)
 
     def faults(self) -> list[SourceFault]:
-        return [SourceFault("terminate the replication connection", self._terminate_stream)]
+        return [
+            SourceFault("terminate the replication connection", self._terminate_stream),
+            SourceFault("crash and restart PostgreSQL", self._crash_server),
+        ]
 
-    def _terminate_stream(self, within_s: float = 30.0) -> bool:
-        """Ends the backend streaming the slot (``pg_terminate_backend``). A task
-        restarted a moment ago may not hold its slot yet: looked for until it does."""
+    def _slot_streaming(self, conn: psycopg.Connection[Any], end: bool) -> bool:
+        """Whether a task streams the slot; ``end``: and ends that backend."""
+        what = "pg_terminate_backend(active_pid)" if end else "true"
+        rows = conn.execute(
+            f"SELECT {what} FROM pg_replication_slots"
+            " WHERE slot_name = %s AND active_pid IS NOT NULL",
+            (self.slot,),
+        ).fetchall()
+        return any(hit for (hit,) in rows)
+
+    def _await_stream(self, end: bool, within_s: float = 30.0) -> bool:
+        """A task restarted a moment ago may not hold its slot yet: looked for until it
+        does."""
         deadline = time.monotonic() + within_s
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            while True:
-                rows = conn.execute(
-                    "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
-                    " WHERE slot_name = %s AND active_pid IS NOT NULL",
-                    (self.slot,),
-                ).fetchall()
-                if any(ended for (ended,) in rows):
-                    return True
+            while not self._slot_streaming(conn, end):
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(0.05)
+        return True
+
+    def _terminate_stream(self) -> bool:
+        """Ends the backend streaming the slot (``pg_terminate_backend``)."""
+        return self._await_stream(end=True)
+
+    def _crash_server(self) -> bool:
+        """Stops the server abruptly while a task streams (no shutdown checkpoint: the
+        slot comes back at its last checkpointed position, which may be behind what
+        the task confirmed) and starts it again."""
+        streaming = self._await_stream(end=False)
+        return restart_postgres("immediate") and streaming
 
     def close(self) -> None:
         drop_slot(self.dsn, self.slot)

@@ -51,5 +51,6 @@ def test_every_change_arrives_once_in_order_through_kills_source_faults_and_a_re
     subject: SourceSubject, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     report = run_source_kit(subject, kafka_bootstrap, tmp_path, KitSize.from_env())
+    print(report.summary())
     assert not report.audit.problems, (report.summary(), report.audit.problems[:20])
     assert report.audit.caught_up, (report.summary(), report.audit.behind[:20])

@@ -51,6 +51,18 @@ PACE_EVERY = 500
 """The Loader pauses for its ``pace_s`` once per this many changes."""
 
 
+def reconnect(dsn: str, within_s: float = 60, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A session, once the server answers: a load outlives a restart of its server."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=autocommit)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 class Loader(BackgroundWork):
     """``changes`` changes, one to five per transaction: inserts (some by COPY, whose
     rows share one WAL record), updates, deletes, and primary-key changes (which the
@@ -79,20 +91,40 @@ class Loader(BackgroundWork):
         self.rng = random.Random(4)
 
     def work(self) -> None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
             while self.done < self.changes:
                 if self.changes - self.done <= 5:
                     self.hold_until_released()
-                with conn.transaction():
-                    for _ in range(self.rng.randint(1, 5)):
-                        if self.done < self.changes:
-                            self.done += self._change(conn)
-                if self.bulk_update_at is not None and self.done >= self.bulk_update_at:
-                    conn.execute(f"UPDATE {self.table} SET version = version + 1")
-                    self.bulk_update_at = None
+                try:
+                    self._transaction(conn)
+                except psycopg.OperationalError:  # the server restarted under it
+                    conn.close()
+                    conn = self._reconnect()
                 if self.pace_s and self.done // PACE_EVERY > self.pauses:
                     self.pauses += 1
                     time.sleep(self.pace_s)
+        finally:
+            conn.close()
+
+    def _transaction(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction():
+            for _ in range(self.rng.randint(1, 5)):
+                if self.done < self.changes:
+                    self.done += self._change(conn)
+        if self.bulk_update_at is not None and self.done >= self.bulk_update_at:
+            conn.execute(f"UPDATE {self.table} SET version = version + 1")
+            self.bulk_update_at = None
+
+    def _reconnect(self) -> psycopg.Connection[Any]:
+        """A new session once the server answers again, and the rows it holds: whether
+        the transaction cut short committed is not known, and the table is the truth
+        the audit reads anyway. Ids stay never reused."""
+        conn = reconnect(self.dsn, autocommit=True)
+        ids = [id_ for (id_,) in conn.execute(f"SELECT id FROM {self.table} ORDER BY id")]
+        self.live = ids
+        self.next_id = max([self.next_id, *(i + 1 for i in ids)])
+        return conn
 
     def _new_id(self) -> int:
         self.next_id += 1

@@ -66,6 +66,8 @@ class TaskProcess:
     workdir: Path
     process: subprocess.Popen[str] | None = None
     progress: list[dict[str, Any]] = field(default_factory=list)
+    log_start: int = 0
+    """Where the latest run's part of the log begins."""
 
     @property
     def log_path(self) -> Path:
@@ -75,6 +77,7 @@ class TaskProcess:
         path = self.workdir / f"g{self.settings.generation}-task{self.settings.task_id}.json"
         path.write_text(json.dumps(self.settings.to_wire()))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.process = subprocess.Popen(
             [sys.executable, "-m", "onceflow", "task", "--config", str(path)],
             stdout=subprocess.PIPE,
@@ -84,6 +87,12 @@ class TaskProcess:
             env=env,
         )
         return self
+
+    def log_of_this_run(self) -> str:
+        """What the process last started wrote (the log file is shared by its runs)."""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_start)
+            return log.read().decode(errors="replace")
 
     def signal(self, signum: int) -> None:
         assert self.process is not None

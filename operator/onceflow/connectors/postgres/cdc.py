@@ -293,8 +293,10 @@ class CdcTask(SourceTask):
             except BaseException:
                 stream.close()
                 raise
-        except (ReplicationLostError, psycopg.OperationalError) as error:
-            # Anything else (the slot dropped, a privilege revoked) will not pass by.
+        except (ReplicationLostError, psycopg.OperationalError, SettingError) as error:
+            # A refused connection (SettingError naming config.url: a server restarting
+            # refuses them for a moment) passes by; anything else (the slot dropped, a
+            # privilege revoked) will not.
             self.lost_at = self.lost_at or time.monotonic()
             if time.monotonic() - self.lost_at > self.reconnect_s:
                 raise ConnectorError(
