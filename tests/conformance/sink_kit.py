@@ -54,9 +54,8 @@ from tests.support.kafka import new_topic
 SEED = 42
 DRAIN = Trigger(available_now=True)
 RESET_BATCH_OFFSETS = 1_000_000
-"""Stage c's batches after the one in flight, and stage d's: the new query's batch 0
-holds all the input, old and new, so a sink that took it for the old query's batch 0
-would drop everything."""
+"""Stage d's batches: the new query's batch 0 holds all the input, old and new, so a
+sink that took it for the old query's batch 0 would drop everything."""
 SHOWN = 5
 
 Expected = Counter[Record]
@@ -297,8 +296,9 @@ def run_sink_kit(
             "transactional_id_prefix": f"{settings.transactional_id_prefix}-renamed",
             "previous_transactional_id_prefix": settings.transactional_id_prefix,
             # The batch in flight is replayed as planned, whatever this says; the rest
-            # in one batch of the new layout, which shows it as well as ten would.
-            "max_offsets_per_trigger": RESET_BATCH_OFFSETS,
+            # in two or three batches of the new layout and ids, not ten: a second one
+            # shows the change held past its first batch.
+            "max_offsets_per_trigger": max(1, sum(later.values()) // 2),
         }
     )
     _drain(changed, workdir)
@@ -316,12 +316,13 @@ def run_sink_kit(
 
     shutil.rmtree(checkpoint)
     second = produce_input(bootstrap, source, first_seq=size.records + 1, records=size.records)
+    reset = changed.model_copy(update={"max_offsets_per_trigger": RESET_BATCH_OFFSETS})
     if subject.reset_refusal is None:
-        _drain(changed, workdir)
+        _drain(reset, workdir)
         final = subject.audit(first.records() + first.records() + second.records())
         _exactly(final, "d: after the checkpoint's reset, the old input twice and the new once")
     else:
-        refused = start_driver(changed.model_copy(update={"trigger": DRAIN}), workdir).wait(300)
+        refused = start_driver(reset.model_copy(update={"trigger": DRAIN}), workdir).wait(300)
         assert refused != 0, f"d: a reset checkpoint must be refused: {driver_log(workdir)}"
         assert subject.reset_refusal in driver_log(workdir), driver_log(workdir)
         final = subject.audit(first.records())

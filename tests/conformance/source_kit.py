@@ -317,9 +317,10 @@ class _KitRun:
         }
         events: list[FaultEvent] = []
         for step in fault_schedule(self.size.faults, names, self.rng):
-            self._check_alive()
             if step != KILL_ALL:  # which finds its own moment
                 time.sleep(self.rng.uniform(*GAP_S))  # fault timing, not synchronisation
+            # Right before the step: a task a source fault ended may exit a poll later.
+            self._check_alive()
             events.append(steps[step]())
         self.load.released.set()
         audit = self._settle()
@@ -387,6 +388,7 @@ class _KitRun:
         written = self.watch.written()
         while self.watch.written() == written and time.monotonic() < deadline:
             time.sleep(0.01)
+        self._check_alive()
         while True:
             self._signal_all(signal.SIGSTOP)
             time.sleep(IN_FLIGHT_S)

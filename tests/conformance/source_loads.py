@@ -105,14 +105,17 @@ class TableWriters(BackgroundWork):
                 for n in range(self.rows // 2):
                     if n == self.rows // 2 - 1:
                         self.hold_until_released()
+                    conn = conn or reconnect(self.dsn)
                     try:
-                        conn = conn or reconnect(self.dsn)
                         conn.execute(f"INSERT INTO {self.table} (writer) VALUES (%s)", (writer,))
                         if rng.random() < 0.05:
                             time.sleep(rng.uniform(0, 0.02))  # hold a smaller id open
                         conn.commit()
-                    except psycopg.OperationalError:  # the server restarted: the table
-                        conn = None  # holds whatever committed, the audit's truth
+                    except psycopg.OperationalError:
+                        if not conn.broken:
+                            raise
+                        conn.close()  # the server restarted: the table holds whatever
+                        conn = None  # committed, the audit's truth
                     if n % self.PAUSE_EVERY == self.PAUSE_EVERY - 1:
                         time.sleep(self.pause_s)
             except BaseException as error:

@@ -98,7 +98,9 @@ class Loader(BackgroundWork):
                     self.hold_until_released()
                 try:
                     self._transaction(conn)
-                except psycopg.OperationalError:  # the server restarted under it
+                except psycopg.OperationalError:
+                    if not conn.broken:  # a failing statement, not a lost server
+                        raise
                     conn.close()
                     conn = self._reconnect()
                 if self.pace_s and self.done // PACE_EVERY > self.pauses:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from onceflow.eos.consume import end_offsets, read_to_end, span_reader
@@ -259,8 +259,13 @@ class CommittedTail:
         return {tp.partition: future.result(30).offset for tp, future in futures.items()}
 
     def read(self) -> list[Any]:
-        """The records committed since the last read (LookupError: no such topic yet)."""
-        ends = self._stable_ends()
+        """The records committed since the last read (LookupError: no such topic yet);
+        none while the broker cannot answer (a new topic's leaders being elected):
+        asked again at the next read."""
+        try:
+            ends = self._stable_ends()
+        except KafkaException:
+            return []
         if self.consumer is None:
             self.consumer = span_reader(self.bootstrap, None, "read_committed", self.topic)
         span = {p: (self.read_to.get(p, 0), end) for p, end in ends.items()}

@@ -32,18 +32,25 @@ CACHE = Path(os.environ.get("ONCEFLOW_CACHE", Path.home() / ".cache" / "onceflow
 def archive_path() -> Path:
     """Where the archive for this JDK and this pyspark installation lives (it may not
     exist yet). The JVM maps an archive only under the class path it was made with,
-    so the key holds where pyspark's jars are: another checkout's venv gets its own."""
+    each jar where it was and as it was (size and modification time), so the key holds
+    them all: another checkout's venv, or a venv installed again, gets its own."""
     import pyspark
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True)
-    identity = f"{java.stderr}\n{pyspark.__version__}\n{Path(pyspark.__file__).parent}"
+    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    stamps = "".join(f"{jar} {jar.stat().st_size} {jar.stat().st_mtime_ns}\n" for jar in jars)
+    identity = f"{java.stderr}\n{pyspark.__version__}\n{stamps}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return CACHE / "spark-cds" / f"driver-{key}.jsa"
 
 
 def spark_submit_options() -> str | None:
-    """The JVM option mapping the archive, or None while there is none."""
-    archive = archive_path()
+    """The JVM option mapping the archive, or None while there is none (or no JDK:
+    the pure tests run without one)."""
+    try:
+        archive = archive_path()
+    except (OSError, subprocess.CalledProcessError):
+        return None
     return f"-XX:SharedArchiveFile={archive}" if archive.exists() else None
 
 
@@ -77,7 +84,8 @@ def _train() -> None:
     gateway_process = session.sparkContext._gateway.proc  # type: ignore[attr-defined]
     session.stop()
     gateway_process.stdin.close()  # the JVM ends on its parent's EOF, writing the archive
-    gateway_process.wait(120)
+    if gateway_process.wait(120) != 0:
+        raise SystemExit(f"the training driver's JVM exited {gateway_process.returncode}")
 
 
 def build() -> Path:
@@ -102,12 +110,34 @@ def build() -> Path:
     )
     if not partial.exists():
         raise RuntimeError(f"the training driver wrote no archive at {partial}")
+    # A JVM mapping a malformed archive can crash (SIGBUS), not just fall back: only
+    # one a driver mapped with -Xshare:on (which refuses rather than falls back) is
+    # put where the drivers look.
+    mapped = subprocess.run(
+        [sys.executable, "-m", "tests.support.spark_archive", "--map"],
+        env={**env, "SPARK_SUBMIT_OPTS": f"-XX:SharedArchiveFile={partial} -Xshare:on"},
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+    )
+    if mapped.returncode != 0:
+        partial.unlink()
+        raise RuntimeError(f"no driver could map the new archive:\n{mapped.stderr[-2000:]!r}")
     partial.rename(archive)  # whole or absent: a driver never maps a half-written one
     return archive
+
+
+def _map() -> None:
+    """A driver's start and first query, nothing more."""
+    from onceflow.spark.session import local_session
+
+    assert local_session("onceflow-class-archive-check").range(3).count() == 3
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--train"]:
         _train()
+    elif sys.argv[1:] == ["--map"]:
+        _map()
     else:
         print(build())

@@ -14,18 +14,13 @@ import pytest
 from tests.support.spark_archive import archive_path, spark_submit_options
 from tests.support.testbed import ROOT, spark_jars
 
-SESSION = """
-from onceflow.spark.session import local_session
-local_session("archive-check").range(3).count()
-"""
-
 
 def test_a_driver_jvm_maps_the_class_archive() -> None:
     options = spark_submit_options()
     if options is None:
         pytest.fail(f"no class archive at {archive_path()}: make testbed-deps makes it")
     started = subprocess.run(
-        [sys.executable, "-c", SESSION],
+        [sys.executable, "-m", "tests.support.spark_archive", "--map"],
         cwd=ROOT,
         capture_output=True,
         text=True,
