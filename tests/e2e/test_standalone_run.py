@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import uuid
 from pathlib import Path
@@ -254,6 +255,10 @@ def test_run_survives_its_own_crash_without_a_second_writer(
     second = run_until_refused(manifest, state)
     assert second.returncode == 1 and "another onceflow run" in second.stderr, second
 
+    # A task signalled while it still imports dies of the signal (-15, also restarted):
+    # the clean stop asked for here needs its handler, in place once it commits.
+    committing = re.compile(r"counter task 0 pid \d+: [1-9]\d* committed")
+    wait_for(lambda: committing.search(log.read_text()), 60, "task 0 committing")
     os.kill(_pids(state)["0"], signal.SIGTERM)
     wait_for(lambda: "task 0 exited 0 while current" in log.read_text(), 30, "the clean exit")
     wait_for(lambda: log.read_text().count("g1: task 0 started") == 1, 30, "task 0's restart")

@@ -138,7 +138,7 @@ def _a_pipelines_life(cluster: Cluster, bootstrap: str) -> None:
     wait_for(
         lambda: (
             [p.metadata.name for p in cluster.pods("onceflow.io/source=counter")]
-            == [f"counter-g{cluster.status('kafkasources', 'counter')['generation']}-0"]
+            == [f"counter-g{cluster.status('kafkasources', 'counter').get('generation')}-0"]
         ),
         120,
         "the source resized to one task",

@@ -124,7 +124,20 @@ def build() -> Path:
         partial.unlink()
         raise RuntimeError(f"no driver could map the new archive:\n{mapped.stderr[-2000:]!r}")
     partial.rename(archive)  # whole or absent: a driver never maps a half-written one
+    _forget_old(archive.parent)
     return archive
+
+
+KEPT = 3
+"""Archives kept (150 MB each): every fresh venv, as each CI clone has, makes its own."""
+
+
+def _forget_old(directory: Path) -> None:
+    """Removes all but the KEPT newest archives; a checkout whose archive went makes
+    it again at its next `make testbed-deps`."""
+    archives = sorted(directory.glob("driver-*.jsa"), key=lambda p: p.stat().st_mtime)
+    for old in archives[:-KEPT]:
+        old.unlink(missing_ok=True)
 
 
 def _map() -> None:
