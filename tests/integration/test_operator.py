@@ -286,8 +286,14 @@ def test_scale_down_fences_before_new_pods_and_a_resumed_zombie_writes_nothing(
         w.join(70)
     assert fenced_at and len(pods_added) == 2, (fenced_at, pods_added)
     assert fenced_at[0] < min(pods_added), "a pod of the new generation existed before fencing"
-    reasons = [e.reason for e in cluster.events("counter")]
-    assert reasons.index("Fenced") < reasons.index("PodsCreated", reasons.index("Fenced"))
+
+    def created_after_fenced() -> bool:
+        """The events say so too; kopf posts them a moment after the pods exist (CI
+        run ci10 read them before the PodsCreated event had been posted)."""
+        reasons = [e.reason for e in cluster.events("counter")]
+        return "Fenced" in reasons and "PodsCreated" in reasons[reasons.index("Fenced") :]
+
+    wait_for(created_after_fenced, 30, "a PodsCreated event after the Fenced one")
 
     wait_for(
         lambda: _finished(cluster, kafka_bootstrap, topic, limit),
