@@ -205,6 +205,15 @@ def aborted_records(bootstrap: str, topic: str) -> int:
     return readable("read_uncommitted") - readable("read_committed")
 
 
+def latest_offsets(
+    admin: AdminClient, partitions: list[TopicPartition], isolation: IsolationLevel
+) -> dict[int, int]:
+    """Each partition's end (READ_UNCOMMITTED) or last stable offset (READ_COMMITTED)."""
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    futures = admin.list_offsets({tp: latest for tp in partitions}, isolation_level=isolation)
+    return {tp.partition: future.result(30).offset for tp, future in futures.items()}
+
+
 class TransactionWatch:
     """What a topic shows of its writers right now: how far it was written, and whether
     a transaction is open in it (a partition whose last stable offset, what
@@ -216,11 +225,7 @@ class TransactionWatch:
         self.partitions = [TopicPartition(topic, p) for p in described.partitions]
 
     def _offsets(self, isolation: IsolationLevel) -> dict[int, int]:
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        futures = self.admin.list_offsets(
-            {tp: latest for tp in self.partitions}, isolation_level=isolation
-        )
-        return {tp.partition: future.result(30).offset for tp, future in futures.items()}
+        return latest_offsets(self.admin, self.partitions, isolation)
 
     def written(self) -> int:
         """The end offsets summed: it grows with every record and transaction marker."""
@@ -251,12 +256,8 @@ class CommittedTail:
         described = self.admin.list_topics(self.topic, timeout=30).topics.get(self.topic)
         if described is None or described.error is not None or not described.partitions:
             raise LookupError(f"topic {self.topic!r} does not exist (yet)")
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        futures = self.admin.list_offsets(
-            {TopicPartition(self.topic, p): latest for p in described.partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
-        )
-        return {tp.partition: future.result(30).offset for tp, future in futures.items()}
+        partitions = [TopicPartition(self.topic, p) for p in described.partitions]
+        return latest_offsets(self.admin, partitions, IsolationLevel.READ_COMMITTED)
 
     def read(self) -> list[Any]:
         """The records committed since the last read (LookupError: no such topic yet);
