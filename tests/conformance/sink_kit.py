@@ -10,14 +10,16 @@ on two cores), in this order:
 
 a. a driver dies between the sink's commit of a batch and the checkpoint's;
 b. drivers are SIGKILLed at random moments, aimed inside batches;
-c. a driver dies between the two commits again, and the job comes back with another
-   layout and under another transactional-id prefix at once (a job renamed or moved to
-   another Pipeline), draining its input: the batch in flight must be finished in the
-   layout and under the ids it started with;
-d. the checkpoint is lost while the old query's markers stay, and the job starts over
-   from ``earliest`` with larger batches over more input: no batch of the new query
-   may be taken for written, and what the old query wrote is written once more (the
-   price of losing a checkpoint, which is the user's to pay).
+c. a driver dies between the two commits again, and the job comes back on the same
+   checkpoint with another layout, another name and another transactional-id prefix
+   at once (a SparkJob renamed and moved to another Pipeline, as a GitOps rename
+   does), draining its input: the batch in flight must be finished in the layout,
+   under the name and under the ids it started with;
+d. the checkpoint is lost while the old query's markers stay, markers of an earlier
+   sink version planted again beside them, and the job starts over from ``earliest``
+   with larger batches over more input: no batch of the new query may be taken for
+   written, and what the old query wrote is written once more (the price of losing a
+   checkpoint, which is the user's to pay).
 
 After each stage the sink must hold exactly what the checkpoint says was written, and
 never a record of an aborted input transaction; a fault that did not land fails the
@@ -255,6 +257,39 @@ def _begun(
     return planned, begun
 
 
+def _reset_checkpoint(
+    subject: SinkSubject,
+    settings: SparkJobSettings,
+    first: CommittedInput,
+    bootstrap: str,
+    source: str,
+    size: SinkKitSize,
+    workdir: Path,
+) -> SinkAudit:
+    """Stage d; returns the final audit."""
+    checkpoint = Path(settings.checkpoint_location)
+    # Planted while the checkpoint still says how many batches the old query had: they
+    # cover the new query's batch 0 as well.
+    old_markers = subject.plant_old_markers(settings)
+    shutil.rmtree(checkpoint)
+    second = produce_input(bootstrap, source, first_seq=size.records + 1, records=size.records)
+    reset = settings.model_copy(update={"max_offsets_per_trigger": RESET_BATCH_OFFSETS})
+    if subject.reset_refusal is not None:
+        refused = start_driver(reset.model_copy(update={"trigger": DRAIN}), workdir).wait(300)
+        assert refused != 0, f"d: a reset checkpoint must be refused: {driver_log(workdir)}"
+        assert subject.reset_refusal in driver_log(workdir), driver_log(workdir)
+        final = subject.audit(first.records())
+        _exactly(final, "d: refused after the checkpoint's reset, nothing lost or added")
+        return final
+    _drain(reset, workdir)
+    final = subject.audit(first.records() + first.records() + second.records())
+    _exactly(final, "d: after the checkpoint's reset, the old input twice and the new once")
+    if old_markers is not None:
+        left = old_markers()
+        assert left == 0, f"d: {left} markers of the older format outlived the reset"
+    return final
+
+
 def run_sink_kit(
     subject: SinkSubject, bootstrap: str, workdir: Path, size: SinkKitSize
 ) -> SinkKitReport:
@@ -293,6 +328,7 @@ def run_sink_kit(
     relaid = subject.relayout(settings)
     changed = (relaid or settings).model_copy(
         update={
+            "job": f"{settings.job}-renamed",
             "transactional_id_prefix": f"{settings.transactional_id_prefix}-renamed",
             "previous_transactional_id_prefix": settings.transactional_id_prefix,
             # The batch in flight is replayed as planned, whatever this says; the rest
@@ -314,19 +350,7 @@ def run_sink_kit(
         left = old_markers_left()
         assert left == 0, f"c: {left} markers of the older format outlived the restart"
 
-    shutil.rmtree(checkpoint)
-    second = produce_input(bootstrap, source, first_seq=size.records + 1, records=size.records)
-    reset = changed.model_copy(update={"max_offsets_per_trigger": RESET_BATCH_OFFSETS})
-    if subject.reset_refusal is None:
-        _drain(reset, workdir)
-        final = subject.audit(first.records() + first.records() + second.records())
-        _exactly(final, "d: after the checkpoint's reset, the old input twice and the new once")
-    else:
-        refused = start_driver(reset.model_copy(update={"trigger": DRAIN}), workdir).wait(300)
-        assert refused != 0, f"d: a reset checkpoint must be refused: {driver_log(workdir)}"
-        assert subject.reset_refusal in driver_log(workdir), driver_log(workdir)
-        final = subject.audit(first.records())
-        _exactly(final, "d: refused after the checkpoint's reset, nothing lost or added")
+    final = _reset_checkpoint(subject, changed, first, bootstrap, source, size, workdir)
 
     return SinkKitReport(
         subject=subject.name,

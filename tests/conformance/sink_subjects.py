@@ -12,7 +12,7 @@ from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -116,12 +116,20 @@ class KafkaSubject(SinkSubject):
         return problems
 
 
+class Marked(NamedTuple):
+    layouts: dict[int, int]
+    """Slices per batch, as recorded."""
+    markers: dict[int, set[int]]
+    """The slices committed per batch."""
+
+
 class PostgresSubject(SinkSubject):
     """Onceflow's Postgres sink; subclasses say what the table holds. Its layout is the
     slice count (``parallelism``), 4 at the start; each subclass changes it the way
     that breaks its mode when a batch in flight is finished in the new slices. Its
-    markers name the job and the query, not the transactional-id prefix, so the kit's
-    rename must change nothing here."""
+    markers name the job and the query, not the transactional-id prefix: the batch in
+    flight at the kit's rename must end under the old name, later batches under the
+    new one."""
 
     columns: tuple[str, ...]
     key: tuple[str, ...] = ()
@@ -178,9 +186,29 @@ class PostgresSubject(SinkSubject):
         return compare(Counter(tuple(row) for row in rows), self.truth(expected))
 
     def layout_problems(self, change: LayoutChange) -> list[str]:
-        """The batch in flight has markers of its old slices only; every later batch
-        is recorded, and committed, in the new count of slices."""
-        settings = change.before
+        """The batch in flight has markers of its old slices only, under the old name;
+        every later batch is recorded, and committed, in the new count of slices under
+        the new name."""
+        before = self._marked(change.before)
+        after = self._marked(change.after)
+        problems = []
+        old, new = self.PARALLELISM, self.relaid_parallelism
+        if before.markers.get(change.batch) != set(range(old)):
+            found = sorted(before.markers.get(change.batch, ()))
+            problems.append(f"batch {change.batch} must end in its {old} slices, not {found}")
+        if change.batch in after.markers:
+            problems.append(f"batch {change.batch} was written under the new name as well")
+        later = sorted(batch for batch in after.layouts if batch > change.batch)
+        if not later:
+            problems.append(f"no batch after {change.batch} was recorded")
+        if wrong := [
+            b for b in later if (after.layouts[b], after.markers.get(b)) != (new, set(range(new)))
+        ]:
+            problems.append(f"batches {wrong[:SHOWN_BATCHES]} are not in {new} slices")
+        return problems
+
+    def _marked(self, settings: SparkJobSettings) -> Marked:
+        """The layouts and markers the job wrote under the settings' name."""
         checkpoint = Path(settings.checkpoint_location)
         marker_job = f"{settings.namespace}/{settings.job}@{query_id(checkpoint)}"
         with psycopg.connect(self.dsn) as conn:
@@ -194,17 +222,7 @@ class PostgresSubject(SinkSubject):
                 f"SELECT batch_id, slice FROM {MARKERS_TABLE} WHERE job = %s", (marker_job,)
             ):
                 markers.setdefault(batch, set()).add(slice_id)
-        problems = []
-        old, new = self.PARALLELISM, self.relaid_parallelism
-        if markers.get(change.batch) != set(range(old)):
-            found = sorted(markers.get(change.batch, ()))
-            problems.append(f"batch {change.batch} must end in its {old} slices, not {found}")
-        later = sorted(batch for batch in layouts if batch > change.batch)
-        if not later:
-            problems.append(f"no batch after {change.batch} was recorded")
-        if wrong := [b for b in later if (layouts[b], markers.get(b)) != (new, set(range(new)))]:
-            problems.append(f"batches {wrong[:SHOWN_BATCHES]} are not in {new} slices")
-        return problems
+        return Marked(layouts, markers)
 
     def plant_old_markers(self, settings: SparkJobSettings) -> Callable[[], int]:
         """Markers naming the job alone, as the sink wrote them before markers named

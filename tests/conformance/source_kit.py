@@ -14,7 +14,9 @@ Faults that miss prove nothing, so the kit proves its own before returning: ever
 fault landed while the load was still changing the source, every SIGKILL ended a live
 task, the output holds aborted records that only a SIGKILL can have left there, and
 each of the subject's faults hit at least once. A run that cannot show all of that
-fails, whatever its audit says. tests/conformance/README.md tells connector authors
+fails, whatever its audit says. Last, on the quiet source, the subject's refusals:
+changes the connector cannot deliver exactly, each of which must stop a task with
+nothing of it delivered. tests/conformance/README.md tells connector authors
 how to write a subject.
 """
 
@@ -47,6 +49,7 @@ IN_FLIGHT_S = 0.2
 """How long after a freeze (SIGSTOP) what the tasks had sent takes to land."""
 FIRST_RECORDS_S = 120.0
 SETTLE_S = 300.0
+REFUSAL_S = 60.0
 
 KILL_ONE = "sigkill one task"
 KILL_ALL = "sigkill every task mid-transaction"
@@ -123,6 +126,19 @@ class SourceFault:
     task by itself fails the run."""
 
 
+@dataclass(frozen=True)
+class SourceRefusal:
+    """A change of the source system a connector cannot deliver exactly (a file
+    truncated and regrown between two polls): the task that meets it must stop, its
+    log naming what happened, having delivered nothing of it. Made once the load ended
+    and the output caught up, so whatever is delivered after it came of it."""
+
+    name: str
+    edit: Callable[[], None]
+    says: str
+    """Words the log of the task it stopped shows."""
+
+
 class SourceSubject(Protocol):
     """A connector under test and its source system. Subclass it to inherit the
     defaults (no faults of its own, the same task count after the restart, nothing to
@@ -165,6 +181,9 @@ class SourceSubject(Protocol):
     def faults(self) -> list[SourceFault]:
         return []
 
+    def refusals(self) -> list[SourceRefusal]:
+        return []
+
     def close(self) -> None:
         """Releases what the subject holds in the source system (a replication slot),
         called once no task of the run is left."""
@@ -195,6 +214,8 @@ class KitReport:
     aborted_at_generation_change: int
     restarts: int = 0
     """Tasks a source fault ended and the kit restarted (SourceFault.ends_tasks)."""
+    refused: tuple[str, ...] = ()
+    """The subject's refusals, each of which stopped a task with nothing delivered."""
 
     def summary(self) -> str:
         kinds = {kind: sum(e.kind == kind for e in self.events) for kind in get_args(FaultKind)}
@@ -202,7 +223,7 @@ class KitReport:
             f"{self.subject}: {kinds}, {self.restarts} tasks restarted after source faults, "
             f"{self.aborted_by_kills} records aborted by kills, "
             f"{self.audit.records} records, {len(self.audit.problems)} problems, "
-            f"{len(self.audit.behind)} behind"
+            f"{len(self.audit.behind)} behind; refused: {list(self.refused)}"
         )
 
 
@@ -325,6 +346,7 @@ class _KitRun:
         self.load.released.set()
         audit = self._settle()
         aborted = aborted_records(self.bootstrap, self.topic)
+        refused = tuple(self._refuse(refusal, audit) for refusal in self.subject.refusals())
         return KitReport(
             self.subject.name,
             audit,
@@ -332,7 +354,28 @@ class _KitRun:
             aborted_by_kills=aborted - self.aborted_at_change,
             aborted_at_generation_change=self.aborted_at_change,
             restarts=self.restarts,
+            refused=refused,
         )
+
+    def _refuse(self, refusal: SourceRefusal, settled: KitAudit) -> str:
+        """Makes the change and waits for a task to stop on it; nothing may have been
+        delivered since the output caught up."""
+        refusal.edit()
+
+        def stopped() -> bool:
+            return any(
+                not task.alive
+                and task.wait(0) == ExitCode.ERROR
+                and refusal.says in task.log_of_this_run()
+                for task in self.tasks
+            )
+
+        wait_for(stopped, REFUSAL_S, f"a task to stop on {refusal.name!r} ({refusal.says!r})")
+        after = self.subject.audit(self.bootstrap, self.topic).records
+        assert after == settled.records, (
+            f"{refusal.name}: {after - settled.records} records delivered after it"
+        )
+        return refusal.name
 
     def _start_generation(self, generation: int) -> None:
         write_generation(self.authority, generation, self.desired.task_count, "enabled")

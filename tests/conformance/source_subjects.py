@@ -6,6 +6,7 @@ name, so a subject that needs no PostgreSQL never starts it."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -21,7 +22,13 @@ from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import audit_sequences
 from tests.conformance.fixtures import FixtureLookup
-from tests.conformance.source_kit import KitAudit, KitSize, SourceFault, SourceSubject
+from tests.conformance.source_kit import (
+    KitAudit,
+    KitSize,
+    SourceFault,
+    SourceRefusal,
+    SourceSubject,
+)
 from tests.conformance.source_loads import (
     DeliveryWatch,
     FileWriters,
@@ -147,6 +154,26 @@ class FilesSubject(IntervalBoundary):
         }
         return in_order_audit(delivered, truth, show=bytes.decode)
 
+    def refusals(self) -> list[SourceRefusal]:
+        path = self.directory / "part-0.jsonl"
+        return [
+            SourceRefusal(
+                "a file truncated and regrown between two polls",
+                lambda: self._regrow(path),
+                f"{path} was ",
+            )
+        ]
+
+    @staticmethod
+    def _regrow(path: Path) -> None:
+        """Emptied and written again under the same inode, past the position read (a
+        copy-and-truncate log rotation, then a burst of new lines)."""
+        size = path.stat().st_size
+        line = json.dumps({"stream": "rotated", "seq": 0}).encode() + b"\n"
+        with path.open("r+b") as file:
+            file.truncate(0)
+            file.write(line * (size // len(line) + 2))
+
 
 def restart_postgres(mode: str = "fast") -> bool:
     """Restarts the test bed's server (``immediate``: a crash); true once it is back."""
@@ -184,20 +211,35 @@ class PostgresIncrementingSubject(IntervalBoundary):
         # The task ends on a lost connection and resumes from its committed offsets
         # when restarted; one restarted while the server is down ends at its start.
         ends = ("config.url: the connection was lost", "did not accept the connection")
-        return [SourceFault("restart PostgreSQL", self._restart_server, ends_tasks=ends)]
+        return [
+            SourceFault("terminate the query's session", self._terminate, ends_tasks=ends),
+            SourceFault("restart PostgreSQL", self._restart_server, ends_tasks=ends),
+        ]
 
-    def _restart_server(self, within_s: float = 30.0) -> bool:
-        """Restarts the server once a task holds a session in it (one restarted a
-        moment ago may not have connected yet), which the restart then ends."""
+    def _sessions(self, end: bool, within_s: float = 30.0) -> bool:
+        """Waits until a task holds a session (one restarted a moment ago may not have
+        connected yet); ``end``: and ends it (``pg_terminate_backend``)."""
+        what = "pg_terminate_backend(pid)" if end else "true"
         deadline = time.monotonic() + within_s
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            while not conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'onceflow-query'"
-            ).fetchone()[0]:
+            while not any(
+                hit
+                for (hit,) in conn.execute(
+                    f"SELECT {what} FROM pg_stat_activity WHERE application_name = 'onceflow-query'"
+                ).fetchall()
+            ):
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(0.05)
-        return restart_postgres()
+        return True
+
+    def _terminate(self) -> bool:
+        return self._sessions(end=True)
+
+    def _restart_server(self) -> bool:
+        """Restarts the server once a task holds a session in it, which the restart then
+        ends."""
+        return self._sessions(end=False) and restart_postgres()
 
 
 class PostgresCdcSubject(SourceSubject):

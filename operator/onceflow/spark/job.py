@@ -18,7 +18,9 @@ from onceflow.api.spark import KafkaDelivery, SparkJobSettings
 from onceflow.eos.clients import mounted_secret
 from onceflow.eos.offsets import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
+from onceflow.logic.sink_identity import SinkIdentity
 from onceflow.model.spark_app import ISOLATION_CONF
+from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.file_sink_log import refuse_output_of_another_query
 from onceflow.spark.input_view import input_view
 from onceflow.spark.kafka_sink import (
@@ -99,6 +101,18 @@ def stream_writer(frame: Any, settings: SparkJobSettings) -> Any:
     return writer.trigger(processingTime=settings.trigger.spark_interval)
 
 
+def checkpoint_identity(
+    spark: Any, settings: SparkJobSettings, partitions: int = 0
+) -> CheckpointIdentity:
+    """The sink's identity as the checkpoint records it, against this driver's."""
+    current = SinkIdentity(
+        settings.namespace, settings.job, settings.transactional_id_prefix, partitions
+    )
+    return CheckpointIdentity(
+        spark, settings.checkpoint_location, current, settings.previous_transactional_id_prefix
+    )
+
+
 def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     """Starts the query; the caller waits on it."""
     output = apply_transform(spark, read_input(spark, settings), settings)
@@ -114,6 +128,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         and sink.kafka.delivery is KafkaDelivery.EXACTLY_ONCE
         and exactly_once
     ):
+        checkpoint = checkpoint_identity(spark, settings, sink.kafka.partitions)
         target = sink_target(
             settings.bootstrap_servers,
             settings.kafka_config,
@@ -123,9 +138,10 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
             settings.job,
             settings.chaos_fail_sink_once,
             sink.kafka.transaction_timeout_ms,
-            settings.previous_transactional_id_prefix,
+            namespace=settings.namespace,
+            earlier=checkpoint.in_flight,
         )
-        kafka_sink = ExactlyOnceKafkaSink(target)
+        kafka_sink = ExactlyOnceKafkaSink(target, checkpoint)
         query = writer.foreachBatch(batch_sink(kafka_sink, settings)).start()
         kafka_sink.query.bind(str(query.id))
         return query
@@ -154,14 +170,22 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
     assert sink.postgres is not None
     if not settings.postgres_dsn_file:
         raise ValueError("spec.sink.postgres: the job has no DSN (postgresDsnFile is unset)")
+    checkpoint = checkpoint_identity(spark, settings)
+    earlier = checkpoint.in_flight
+    # The markers name the namespace and job, not the prefix.
+    renamed = earlier is not None and (earlier.namespace, earlier.job) != (
+        settings.namespace,
+        settings.job,
+    )
     database = PostgresTarget(
         dsn=Path(settings.postgres_dsn_file).read_text().strip(),
         table=sink.postgres.table,
         key=tuple(sink.postgres.key),
         job=f"{settings.namespace}/{settings.job}",
         slices=sink.postgres.parallelism,
+        earlier_job=f"{earlier.namespace}/{earlier.job}" if earlier and renamed else None,
     )
-    postgres_sink = ExactlyOncePostgresSink(database)
+    postgres_sink = ExactlyOncePostgresSink(database, checkpoint)
     query = writer.foreachBatch(batch_sink(postgres_sink, settings)).start()
     postgres_sink.query.bind(str(query.id))
     return query

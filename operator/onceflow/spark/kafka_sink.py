@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from onceflow.api.columns import KAFKA_COLUMNS
 from onceflow.eos.clients import admin_client, cluster_metadata, visible_partitions
 from onceflow.eos.consume import end_offsets, read_to_end, span_reader
+from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import ensure_topic
 from onceflow.eos.writer import (
     Headers,
@@ -35,12 +36,15 @@ from onceflow.eos.writer import (
     TransactionalWriter,
     TxnState,
 )
+from onceflow.logic.sink_identity import SinkIdentity
 from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, started_layout
 from onceflow.model.spark_names import (
     sink_marker_topic,
     sink_transactional_id,
     sink_transactional_id_stem,
+    sink_transactional_ids,
 )
+from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.held_producers import HELD_PRODUCERS, HeldProducer
 from onceflow.spark.query_identity import QueryIdentity
 from onceflow.spark.worker_cache import KeptBetweenBatches
@@ -66,24 +70,32 @@ class SinkTarget:
     """Partitions of the marker topic; output partition p's marker lives in p modulo it."""
     query: str = ""
     """The streaming query's id, set per batch once the query is bound."""
-    previous_prefix: str | None = None
-    """The transactional-id prefix the job's sink had before a rename: the batch an
-    earlier driver left in flight may have been committed under its ids and markers."""
+    namespace: str = ""
+    earlier: SinkIdentity | None = None
+    """The name and prefix the checkpoint was last written under, if others
+    (``logic.sink_identity``): the batch an earlier driver left in flight may have been
+    committed under their ids and markers."""
 
     @property
     def layout(self) -> Layout:
         return Layout(self.topic, self.partitions)
 
+    @property
+    def identity(self) -> SinkIdentity:
+        return SinkIdentity(self.namespace, self.job, self.prefix, self.partitions)
+
     def renamed_from(self) -> SinkTarget | None:
-        """This sink as it was named before a prefix change (None if it never was)."""
-        if self.previous_prefix in (None, self.prefix):
+        """This sink as it was named before a rename (None if it never was)."""
+        if self.earlier is None:
             return None
         return dataclasses.replace(
             self,
-            prefix=self.previous_prefix,
-            marker_topic=sink_marker_topic(self.previous_prefix, self.job),
+            prefix=self.earlier.prefix,
+            job=self.earlier.job,
+            namespace=self.earlier.namespace,
+            marker_topic=sink_marker_topic(self.earlier.prefix, self.earlier.job),
             marker_partitions=0,
-            previous_prefix=None,
+            earlier=None,
         )
 
 
@@ -548,22 +560,44 @@ class ExactlyOnceKafkaSink:
     the JVM; Python only sees Arrow batches and writes each output partition's rows and
     batch marker in one transaction."""
 
-    def __init__(self, target: SinkTarget) -> None:
+    def __init__(self, target: SinkTarget, checkpoint: CheckpointIdentity | None = None) -> None:
         self.admin: AdminClient | None = admin_client(target.bootstrap, target.extra)
         """Until the first batch: the topics and the batch an earlier driver left."""
         self.target = prepare_topics(target, self.admin)
         self.query = QueryIdentity()
+        self.checkpoint = checkpoint
+        if target.earlier is not None:
+            fence_earlier_ids(target, target.earlier)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         target = dataclasses.replace(self.target, query=self.query.wait())
         if self.admin is not None:
             target = where_batch_started(target, batch_id, self.admin)
             self.admin = None
+        if self.checkpoint is not None and target.identity.same_writer(self.target.identity):
+            self.checkpoint.claim()
         grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
             grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
         except KafkaException as error:  # surfaced on the driver: fail the batch, keep state
             raise RuntimeError(f"exactly-once Kafka sink failed in batch {batch_id}") from error
+
+
+def fence_earlier_ids(target: SinkTarget, earlier: SinkIdentity) -> None:
+    """A job renamed on its checkpoint: a task of the earlier job's last driver may
+    still hold a transaction open that no batch of this query will ever name (one its
+    checkpoint never recorded as planned); fenced before anything is written. (A prefix
+    renamed by the supervisor was fenced by it already; fencing again costs a round
+    trip.)"""
+    ids = sink_transactional_ids(
+        earlier.prefix, earlier.job, max(earlier.partitions, target.partitions)
+    )
+    report = fence_transactional_ids(target.bootstrap, ids, extra=target.extra)
+    if not report.ok:
+        raise RuntimeError(
+            f"the sink's earlier transactional ids ({earlier.prefix}, job {earlier.job}) "
+            f"could not be fenced: {report.summary()}"
+        )
 
 
 def sink_target(
@@ -575,7 +609,8 @@ def sink_target(
     job: str,
     fail_once_flag: str | None = None,
     transaction_timeout_ms: int = 60000,
-    previous_prefix: str | None = None,
+    namespace: str = "",
+    earlier: SinkIdentity | None = None,
 ) -> SinkTarget:
     return SinkTarget(
         bootstrap,
@@ -587,5 +622,6 @@ def sink_target(
         job,
         fail_once_flag,
         transaction_timeout_ms,
-        previous_prefix=previous_prefix,
+        namespace=namespace,
+        earlier=earlier,
     )

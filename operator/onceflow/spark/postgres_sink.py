@@ -38,6 +38,7 @@ from onceflow.logic.slice_markers import (
     adopt_legacy_markers,
     layout_to_write,
 )
+from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.query_identity import QueryIdentity
 from onceflow.spark.worker_cache import KeptBetweenBatches
 
@@ -59,6 +60,9 @@ class PostgresTarget:
     """``parallelism``: the slice count of batches started from now on."""
     query: str = ""
     """The streaming query's id, set per batch once the query is bound."""
+    earlier_job: str | None = None
+    """The job the checkpoint was last written as, if another (``logic.sink_identity``):
+    the batch an earlier driver left in flight may have been committed under its name."""
 
     @property
     def marker_job(self) -> str:
@@ -312,18 +316,38 @@ def _recorded_layout(
     return SliceLayout(int(found[0]), tuple(found[1]))
 
 
+def _started_as_earlier_job(
+    conn: psycopg.Connection[Any], target: PostgresTarget, batch_id: int
+) -> PostgresTarget | None:
+    """The target under the job name the checkpoint was last written as, if the batch
+    was started there: it is finished under that name, whose markers its slices
+    committed so far (and any zombie slice of the earlier driver) claim."""
+    if target.earlier_job is None:
+        return None
+    earlier = dataclasses.replace(target, job=target.earlier_job, earlier_job=None)
+    found = conn.execute(
+        sql.SQL("SELECT 1 FROM {} WHERE job = %s AND batch_id = %s").format(
+            sql.Identifier(LAYOUTS_TABLE)
+        ),
+        (earlier.marker_job, batch_id),
+    ).fetchone()
+    return earlier if found is not None else None
+
+
 def start_batch(
     target: PostgresTarget, batch_id: int, columns: Sequence[str], first_of_driver: bool
-) -> SliceLayout:
+) -> tuple[PostgresTarget, SliceLayout]:
     """The driver's step before a batch's slices run: at its first batch (the only one
     an earlier driver can have left in flight) it settles markers of the bare-job
-    format; every batch's layout is recorded, or read back if it was recorded by the
-    driver that started the batch. Returns the layout to write the batch in."""
+    format and looks for the batch under the job's earlier name; every batch's layout
+    is recorded, or read back if it was recorded by the driver that started the batch.
+    Returns where to write the batch, and in which layout."""
     wanted = SliceLayout.of_sink(target.slices, target.key, columns)
     conn = _connection(target.dsn)
     try:
         if first_of_driver:
             _settle_legacy_markers(conn, target, batch_id)
+            target = _started_as_earlier_job(conn, target, batch_id) or target
         layout = layout_to_write(
             _recorded_layout(conn, target, batch_id, wanted), batch_id, columns, wanted
         )
@@ -340,12 +364,15 @@ def start_batch(
             layout.describe(),
             wanted.describe(),
         )
-    return layout
+    return target, layout
 
 
 class ExactlyOncePostgresSink:
-    def __init__(self, target: PostgresTarget) -> None:
+    def __init__(
+        self, target: PostgresTarget, checkpoint: CheckpointIdentity | None = None
+    ) -> None:
         self.target = target
+        self.checkpoint = checkpoint
         self.query = QueryIdentity()
         self.first_batch = True
         """Until a batch started: the next one may be one an earlier driver left."""
@@ -357,8 +384,10 @@ class ExactlyOncePostgresSink:
 
         target = dataclasses.replace(self.target, query=self.query.wait())
         columns = list(frame.columns)
-        layout = start_batch(target, batch_id, columns, self.first_batch)
+        target, layout = start_batch(target, batch_id, columns, self.first_batch)
         self.first_batch = False
+        if self.checkpoint is not None and target.job == self.target.job:
+            self.checkpoint.claim()
         # Spark's Murmur3 in the JVM: a replay in the same layout gives every slice the
         # same rows without a Python pass.
         sliced = frame.repartition(layout.slices, *(spark_sql.col(c) for c in layout.spread))
