@@ -29,15 +29,69 @@ def test_settings_that_escape_the_pod_or_the_guarantee_are_refused(key: str, why
     assert why in problem.message and "tenants.sparkConfKeys" in problem.message
 
 
-def test_tuning_and_placement_pass() -> None:
+def test_tuning_passes() -> None:
     conf = {
         "spark.sql.shuffle.partitions": "8",
         "spark.executor.memory": "2g",
         "spark.kubernetes.executor.request.cores": "500m",
-        "spark.kubernetes.node.selector.pool": "spark",
         "spark.kubernetes.driverEnv.TZ": "UTC",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.session.timeZone": "Europe/Paris",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
     }
     assert DEFAULT_POLICY.spark_conf_problems(conf) == []
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.kubernetes.node.selector.pool",  # onto the platform's own nodes
+        "spark.sql.hive.metastore.jars.path",  # jars from anywhere
+        "spark.sql.maven.additionalRemoteRepositories",
+        "spark.sql.catalog.evil",  # a catalog plugin class
+        "spark.eventLog.dir",  # writes wherever it points
+        "spark.some.key.from.next.release",
+    ],
+)
+def test_a_key_not_on_the_tenants_list_is_refused_by_name(key: str) -> None:
+    (problem,) = DEFAULT_POLICY.spark_conf_problems({key: "x"})
+    assert problem.field == f"spec.sparkConf[{key!r}]" and problem.reason == "SettingRefused"
+    assert "tenants.sparkConfKeys" in problem.message
+    allowed = TenantPolicy(spark_conf_keys=frozenset({key}))
+    assert allowed.spark_conf_problems({key: "x"}) == [], "unless the admin allows it"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spark.sql.adaptive.customCostEvaluatorClass", "com.evil.Evaluator"),
+        ("spark.executor.memory", "2g -XX:OnOutOfMemoryError=sh"),
+        ("spark.sql.streaming.stateStore.providerClass", "com.evil.Provider"),
+        ("spark.sql.parquet.compression.codec", "/tmp/x"),
+    ],
+)
+def test_an_allowed_key_takes_only_values_of_its_shape(key: str, value: str) -> None:
+    (problem,) = DEFAULT_POLICY.spark_conf_problems({key: value})
+    assert "takes a value of the form" in problem.message and repr(value) in problem.message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # Spark splits --conf at the first "=": this would set extraJavaOptions.
+        ("spark.driver.extraJavaOptions=-Dspark.kubernetes.executor.container.image", "x"),
+        ("spark.sql.shuffle.partitions 8\nspark.jars", "x"),
+        ("spark.sql.shuffle.partitions", "8\nspark.jars=http://evil/x.jar"),
+    ],
+)
+def test_a_key_or_value_spark_would_read_as_another_setting_is_refused_even_if_allowed(
+    key: str, value: str
+) -> None:
+    everything = TenantPolicy(spark_conf_keys=frozenset({"spark."}))
+    (problem,) = everything.spark_conf_problems({key: value})
+    assert problem.reason == "SettingRefused" and "another" in problem.message
 
 
 def _spec(**fields: object) -> SparkJobSpec:

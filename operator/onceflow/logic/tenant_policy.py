@@ -16,22 +16,8 @@ from dataclasses import dataclass
 
 from onceflow.api.errors import Problem
 from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJobSpec
+from onceflow.logic.spark_conf_rules import smuggled, tenant_rule, value_refused
 
-# Spark's Kubernetes settings a tenant may set: resources and placement. Every other
-# spark.kubernetes.* key chooses an identity, a volume, an image or a pod template.
-SAFE_KUBERNETES_KEYS = frozenset(
-    {
-        "spark.kubernetes.driver.request.cores",
-        "spark.kubernetes.driver.limit.cores",
-        "spark.kubernetes.executor.request.cores",
-        "spark.kubernetes.executor.limit.cores",
-        "spark.kubernetes.memoryOverheadFactor",
-        "spark.kubernetes.allocation.batch.size",
-        "spark.kubernetes.allocation.batch.delay",
-        "spark.kubernetes.executor.deleteOnTermination",
-    }
-)
-SAFE_KUBERNETES_PREFIXES = ("spark.kubernetes.node.selector.",)
 # Spark's keys for plain environment variables, judged by the variable's name.
 ENV_CONF_PREFIXES = ("spark.executorEnv.", "spark.kubernetes.driverEnv.")
 # Settings that load code or native libraries from somewhere else than the image, or
@@ -83,13 +69,25 @@ def _why_refused(key: str) -> str | None:
         return "is set by Onceflow for exactly-once delivery; remove it"
     if key in CODE_LOADING_KEYS:
         return "loads code from outside the image; put it in the image (or spec.transform)"
-    if key.startswith("spark.kubernetes.") and not (
-        key in SAFE_KUBERNETES_KEYS or key.startswith(SAFE_KUBERNETES_PREFIXES)
-    ):
+    if key.startswith("spark.kubernetes."):
         return (
-            "chooses the pods' identity, volumes, image or template; use spec.image, "
-            "spec.env, spec.driver and spec.executor"
+            "chooses the pods' identity, volumes, image, template or nodes; use "
+            "spec.image, spec.env, spec.driver and spec.executor"
         )
+    return None
+
+
+def _why_not_for_tenants(key: str, value: str) -> str | None:
+    """Why a key no admin allowed is refused: a known escape by name, else not on the
+    tenants' list, or not in the shape its value must have."""
+    rule = tenant_rule(key)
+    if rule is None:
+        return _why_refused(key) or (
+            "is not among the settings tenants may set (memory, cores, parallelism, SQL "
+            "planning and formats, streaming state: the README lists them)"
+        )
+    if value_refused(rule, value):
+        return f"takes a value of the form {rule.value!r}, not {value!r}"
     return None
 
 
@@ -152,16 +150,19 @@ class TenantPolicy:
         return problems
 
     def spark_conf_problems(self, conf: Mapping[str, str]) -> list[Problem]:
-        """Keys that escape the pod or Onceflow's guarantees (see _why_refused)."""
+        """Keys tenants may not set (``logic.spark_conf_rules``), unless the admin
+        allowed them; a key or value Spark would read as another setting, always."""
         problems = []
         for key in sorted(conf):
-            if key.startswith(ENV_CONF_PREFIXES):
-                continue  # environment: judged by name (_env_problems)
-            why = _why_refused(key)
-            if why and not self._conf_allowed(key):
+            field = f"spec.sparkConf[{key!r}]"
+            if why := smuggled(key, conf[key]):
+                problems.append(Problem(field, f"{why}; remove it", reason="SettingRefused"))
+            elif key.startswith(ENV_CONF_PREFIXES) or self._conf_allowed(key):
+                continue  # environment is judged by the variable's name (_env_problems)
+            elif why := _why_not_for_tenants(key, conf[key]):
                 problems.append(
                     Problem(
-                        f"spec.sparkConf[{key!r}]",
+                        field,
                         f"{why} (a platform admin may allow it: chart value tenants.sparkConfKeys)",
                         reason="SettingRefused",
                     )

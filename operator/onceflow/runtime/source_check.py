@@ -8,7 +8,9 @@ logged for one that merely requests it (``logic.preflight.judge_source_check``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from onceflow.api.errors import Problem
 from onceflow.api.source import KafkaSourceSpec
@@ -18,6 +20,34 @@ from onceflow.runtime.plugins import ConnectorLoader, load_connector
 log = logging.getLogger(__name__)
 
 SOURCE_SYSTEM_REFUSED = "SourceSystemRefused"
+CHECK_DEADLINE_S = 60.0
+"""A connector's check runs in the operator, on a reconcile worker: one that never
+returns (a source system that accepts a connection and stays silent) must not hold
+the worker. The built-in connectors bound their own calls well within it."""
+
+T = TypeVar("T")
+
+
+def within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``'s result, or TimeoutError once ``seconds`` passed; the call goes on in
+    a daemon thread, which a connector bounding its own calls ends soon after."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as error:  # handed to the caller's thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="source-check", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {seconds} s")
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 def source_system_problems(
@@ -30,9 +60,22 @@ def source_system_problems(
     """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty)."""
     connector = load(spec.connector.type)
     try:
-        found = connector.check(
-            spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
+        found = within(
+            CHECK_DEADLINE_S,
+            lambda: connector.check(
+                spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
+            ),
         )
+    except TimeoutError:
+        return [
+            Problem(
+                "spec.connector",
+                f"the {spec.connector.type} connector's check did not finish within "
+                f"{CHECK_DEADLINE_S:.0f} s: the source system accepts connections but does "
+                "not answer; check spec.connector.config",
+                reason=SOURCE_SYSTEM_REFUSED,
+            )
+        ]
     except Exception as error:  # a connector's bug must not pass for "no problem"
         return [
             Problem(

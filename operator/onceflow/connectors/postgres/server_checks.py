@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 
 from onceflow.api.connector import ConfigProblem
+from onceflow.connectors.postgres.answer_deadline import answering_within
 from onceflow.connectors.postgres.catalog import Table, describe
 from onceflow.connectors.postgres.publication import publication_problem
 from onceflow.connectors.postgres.replication import ReplicationConnection, ReplicationLostError
@@ -110,7 +111,10 @@ def source_problems(config: Mapping[str, Any], secrets: Mapping[str, str]) -> li
 def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[ConfigProblem]:
     cdc = merged["mode"] == "cdc"
     found: list[SettingError] = []
-    with connect(merged["url"], secrets, "onceflow-check") as conn:
+    with (
+        connect(merged["url"], secrets, "onceflow-check") as conn,
+        answering_within(conn, "the check"),
+    ):
         tables = []
         for name in merged["tables"]:
             try:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from onceflow.api.connector import ConfigProblem, ConnectorError
 from onceflow.connectors.settings import integer_problems, masked, unknown_settings
@@ -150,9 +150,7 @@ class SettingError(ConnectorError):
 def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.Connection[Any]:
     """An autocommit connection, or a SettingError saying why there is none."""
     try:
-        return psycopg.connect(
-            conninfo(url, secrets, application), autocommit=True, connect_timeout=10
-        )
+        return psycopg.connect(conninfo(url, secrets, application), autocommit=True)
     except psycopg.OperationalError as error:
         raise SettingError(
             "url",
@@ -162,12 +160,17 @@ def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.C
         ) from None
 
 
+CONNECT_TIMEOUT_S = 10
+"""libpq waits forever by default: for a SYN nobody answers, or a login nobody ends."""
+
+
 def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     """The connection string: ``url`` with the Secret's keys as libpq parameters
-    (``password``, ``user``, ``sslmode``...)."""
+    (``password``, ``user``, ``sslmode``...), and a connect timeout unless one is set."""
     try:
+        bounded = {"connect_timeout": str(CONNECT_TIMEOUT_S), **conninfo_to_dict(url), **secrets}
         # pgoutput sends text in the client encoding; the decoder reads UTF-8.
-        return make_conninfo(url, **secrets, application_name=application, client_encoding="UTF8")
+        return make_conninfo(url, **bounded, application_name=application, client_encoding="UTF8")
     except psycopg.ProgrammingError as error:
         raise SettingError(
             "url",

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from onceflow.api.connector import Retention
+from onceflow.connectors.postgres.answer_deadline import answering_within
 from onceflow.connectors.postgres.settings import DEFAULTS, connect
 
 KEEP_SIZE_SHARE = 0.8
@@ -64,7 +65,10 @@ def slot_retention(config: Mapping[str, Any], secrets: Mapping[str, str]) -> Ret
     """Asked by the operator; None when the slot is not there yet."""
     merged = {**DEFAULTS, **config}
     slot = str(merged["slot"])
-    with connect(merged["url"], secrets, f"onceflow-{slot}-observer") as conn:
+    with (
+        connect(merged["url"], secrets, f"onceflow-{slot}-observer") as conn,
+        answering_within(conn, "the retention query"),
+    ):
         retained = retained_bytes(conn, slot)
         if retained is None:
             return None
