@@ -65,6 +65,10 @@ DEFAULTS: dict[str, Any] = {
 POLL_TIMEOUT_S = 0.2
 METADATA_TIMEOUT_S = 30.0
 CHECK_TIMEOUT_S = 10.0
+START_TIMEOUT_S = CHECK_TIMEOUT_S
+"""A task that cannot get the source's metadata at its start exits naming the setting
+(and is restarted with a backoff) as soon as the check before start would have; a
+running task's refresh waits longer, since it reads on meanwhile."""
 # The mirror's own consumer settings: exactly-once depends on them, so the connector's
 # Secret may not change them.
 CONSUMER_SETTINGS = {
@@ -147,7 +151,7 @@ class KafkaMirrorTask(SourceTask):
         self.consumer = source_consumer(self.bootstrap, context.secrets)
         self.assigned: set[tuple[str, int]] = set()
         try:
-            metadata = self._metadata()
+            metadata = source_metadata(self.consumer, self.bootstrap, START_TIMEOUT_S)
             # Offsets belong to one cluster: pointing the mirror at another one (a new
             # bootstrapServers) starts it afresh there instead of at foreign offsets.
             self.cluster = str(metadata.cluster_id or "unknown")
@@ -155,9 +159,6 @@ class KafkaMirrorTask(SourceTask):
         except BaseException:
             self.consumer.close()
             raise
-
-    def _metadata(self) -> Any:
-        return source_metadata(self.consumer, self.bootstrap, METADATA_TIMEOUT_S)
 
     def _assign_new_partitions(self, metadata: Any) -> None:
         self.refreshed_at = time.monotonic()
