@@ -75,7 +75,12 @@ from onceflow.model.objects import (
 )
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import ConnectorLoader, operator_loader
-from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems
+from onceflow.runtime.source_check import (
+    CHECK_DEADLINE_S,
+    SOURCE_SYSTEM_REFUSED,
+    source_system_problems,
+    within,
+)
 
 log = logging.getLogger(__name__)
 PLURAL = "kafkasources"
@@ -314,7 +319,10 @@ class SourceReconciler:
         connector = self.connectors(source.spec.connector.type)
         try:
             secrets = self._connector_secrets(source)
-            found = connector.retention(source.spec.connector.config, secrets)
+            found = within(
+                CHECK_DEADLINE_S,
+                lambda: connector.retention(source.spec.connector.config, secrets),
+            )
             return None if found is None else RetentionStatus.measured(found)
         except Exception as error:  # a source system's or a connector's failure
             log.warning(

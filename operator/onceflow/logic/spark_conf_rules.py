@@ -108,8 +108,10 @@ TENANT_RULES = (
     ConfRule("spark.kubernetes.executor.deleteOnTermination", BOOLEAN),
 )
 
-PLAIN_KEY = re.compile(r"spark\.[A-Za-z0-9_.-]+")
-"""What Spark reads as one key: no "=", no whitespace, nothing it would split."""
+PLAIN_KEY = re.compile(r"spark\.[A-Za-z0-9_./-]+")
+"""What Spark reads as one key: no "=", no whitespace, nothing it would split ("/"
+stays: label keys such as ``spark.kubernetes.node.selector.topology.kubernetes.io/zone``
+are an admin's to allow)."""
 LINE_BREAK = re.compile(r"[\x00-\x1f\x7f]")
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from py4j.protocol import Py4JError
+
 from onceflow.logic.sink_identity import SinkIdentity, SinkIdentityError, identity_in_flight
 
 log = logging.getLogger(__name__)
@@ -72,12 +74,16 @@ class CheckpointIdentity:
             stream.close()
 
     def _newest_readable(self, numbered: list[tuple[int, Any]]) -> SinkIdentity | None:
+        """The newest record that reads back. A torn one was being written by a driver
+        that died before it wrote any batch under it, so the one before it (or none, for
+        a first record) still says who may have a batch in flight. Past the records kept,
+        an unreadable one is damage no driver made, and is not guessed over."""
         for index, (_, path) in enumerate(reversed(numbered)):
             try:
                 return SinkIdentity.decode(self._read(path), str(path))
-            except SinkIdentityError:
-                if index + 1 < min(len(numbered), KEPT):
-                    continue  # torn by a driver that died writing it: the one before holds
+            except (SinkIdentityError, Py4JError):
+                if index < KEPT:
+                    continue
                 raise
         return None
 

@@ -35,11 +35,17 @@ def answering_within(conn: Any, what: str, seconds: float | None = None) -> Iter
     raises a SettingError naming ``config.url`` when it was."""
     deadline = ANSWER_DEADLINE_S if seconds is None else seconds
     cut = threading.Event()
+    over = threading.Event()
     fd = conn.pgconn.socket
+    # Taken around the cut and the block's end: once the block is over the descriptor
+    # may be closed and its number reused by another connection, never to be cut.
+    lock = threading.Lock()
 
     def cut_off() -> None:
-        cut.set()
-        _shut_down(fd)
+        with lock:
+            if not over.is_set():
+                cut.set()
+                _shut_down(fd)
 
     timer = threading.Timer(deadline, cut_off)
     timer.daemon = True
@@ -56,4 +62,6 @@ def answering_within(conn: Any, what: str, seconds: float | None = None) -> Iter
             ) from error
         raise
     finally:
+        with lock:
+            over.set()
         timer.cancel()

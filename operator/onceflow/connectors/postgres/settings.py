@@ -161,16 +161,32 @@ def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.C
 
 
 CONNECT_TIMEOUT_S = 10
-"""libpq waits forever by default: for a SYN nobody answers, or a login nobody ends."""
+"""At most this long per connection attempt, whatever the URL or Secret asks: libpq
+waits forever at 0 (its default) for a SYN nobody answers or a login nobody ends, and
+the operator opens these connections on its own workers."""
+
+
+def _bounded_connect_timeout(asked: object) -> str:
+    """A tenant's ``connect_timeout`` if it is a shorter positive one, else the bound."""
+    try:
+        seconds = int(str(asked or 0))
+    except ValueError:
+        seconds = 0
+    return str(seconds if 0 < seconds < CONNECT_TIMEOUT_S else CONNECT_TIMEOUT_S)
 
 
 def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     """The connection string: ``url`` with the Secret's keys as libpq parameters
-    (``password``, ``user``, ``sslmode``...), and a connect timeout unless one is set."""
+    (``password``, ``user``, ``sslmode``...), its connect timeout bounded."""
     try:
-        bounded = {"connect_timeout": str(CONNECT_TIMEOUT_S), **conninfo_to_dict(url), **secrets}
+        asked = {**conninfo_to_dict(url), **secrets}.get("connect_timeout")
         # pgoutput sends text in the client encoding; the decoder reads UTF-8.
-        return make_conninfo(url, **bounded, application_name=application, client_encoding="UTF8")
+        return make_conninfo(
+            url,
+            **{**secrets, "connect_timeout": _bounded_connect_timeout(asked)},
+            application_name=application,
+            client_encoding="UTF8",
+        )
     except psycopg.ProgrammingError as error:
         raise SettingError(
             "url",
