@@ -287,7 +287,8 @@ def test_a_rename_right_after_an_upgrade_still_fences_the_prefix_the_driver_used
                 "the rename handed over from the prefix the driver used",
             )
         except AssertionError as failure:
-            raise AssertionError(f"{failure}; status {cluster.status('sparkjobs', 'agg')}") from None
+            status = cluster.status("sparkjobs", "agg")
+            raise AssertionError(f"{failure}; status {status}") from None
         with pytest.raises(KafkaException):
             zombie.commit_transaction(30)
     finally:
