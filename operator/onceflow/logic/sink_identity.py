@@ -34,6 +34,11 @@ class SinkIdentity:
     partitions: int = 0
     """The Kafka sink's output partitions (one id each); 0 for other sinks."""
 
+    @property
+    def qualified_job(self) -> str:
+        """``<namespace>/<job>``, as the Postgres sink's markers name it."""
+        return f"{self.namespace}/{self.job}"
+
     def same_writer(self, other: SinkIdentity) -> bool:
         """Whether both name the same markers and ids (a partition count change is the
         sink's layout, which its markers record)."""

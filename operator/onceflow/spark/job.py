@@ -172,18 +172,13 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         raise ValueError("spec.sink.postgres: the job has no DSN (postgresDsnFile is unset)")
     checkpoint = checkpoint_identity(spark, settings)
     earlier = checkpoint.in_flight
-    # The markers name the namespace and job, not the prefix.
-    renamed = earlier is not None and (earlier.namespace, earlier.job) != (
-        settings.namespace,
-        settings.job,
-    )
     database = PostgresTarget(
         dsn=Path(settings.postgres_dsn_file).read_text().strip(),
         table=sink.postgres.table,
         key=tuple(sink.postgres.key),
         job=f"{settings.namespace}/{settings.job}",
         slices=sink.postgres.parallelism,
-        earlier_job=f"{earlier.namespace}/{earlier.job}" if earlier and renamed else None,
+        earlier_job=earlier.qualified_job if earlier else None,
     )
     postgres_sink = ExactlyOncePostgresSink(database, checkpoint)
     query = writer.foreachBatch(batch_sink(postgres_sink, settings)).start()

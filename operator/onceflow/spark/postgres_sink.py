@@ -61,8 +61,9 @@ class PostgresTarget:
     query: str = ""
     """The streaming query's id, set per batch once the query is bound."""
     earlier_job: str | None = None
-    """The job the checkpoint was last written as, if another (``logic.sink_identity``):
-    the batch an earlier driver left in flight may have been committed under its name."""
+    """The job the checkpoint was last written as, if another writer
+    (``logic.sink_identity``; a renamed prefix alone leaves ``job`` as it is): the
+    batch an earlier driver left in flight may have been committed under its name."""
 
     @property
     def marker_job(self) -> str:
@@ -322,8 +323,8 @@ def _started_as_earlier_job(
     """The target under the job name the checkpoint was last written as, if the batch
     was started there: it is finished under that name, whose markers its slices
     committed so far (and any zombie slice of the earlier driver) claim."""
-    if target.earlier_job is None:
-        return None
+    if target.earlier_job in (None, target.job):
+        return None  # the markers name the namespace and job, not the prefix
     earlier = dataclasses.replace(target, job=target.earlier_job, earlier_job=None)
     found = conn.execute(
         sql.SQL("SELECT 1 FROM {} WHERE job = %s AND batch_id = %s").format(
