@@ -395,6 +395,91 @@ def test_a_replaced_driver_counts_as_gone_only_when_its_pods_are(
     )
 
 
+def _application_named(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    try:
+        return cluster.custom.get_namespaced_custom_object(
+            "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications", name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def test_a_job_renamed_onto_its_checkpoint_starts_only_when_the_old_drivers_pods_are_gone(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """A rename is a new SparkJob on the old one's checkpoint. While the old job is
+    stored, the new one is held (CheckpointConflict): two queries on one checkpoint
+    overwrite each other's logs. Once it is deleted, its driver pod (which ignores
+    SIGTERM here, as a driver finishing a batch does) still works on the checkpoint:
+    no application of the new job may exist until that pod is gone, or the batch in
+    flight could be written under both names."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "enabled")
+    cluster.create("sparkjobs", _job(2))
+    wait_for(lambda: _application_named(cluster, "agg") is not None, 30, "agg's application")
+    labels = (_application_named(cluster, "agg") or {})["spec"]["driver"]["labels"]
+    assert labels["onceflow.io/checkpoint"], "driver pods carry their checkpoint's label"
+    cluster.core.create_namespaced_pod(
+        cluster.namespace,
+        {
+            "metadata": {"name": "agg-driver", "labels": {**labels, "spark-role": "driver"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 8,
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "spark-kubernetes-driver",
+                        "image": "spark",
+                        "command": ["sh", "-c", "trap '' TERM; sleep 600"],
+                    }
+                ],
+            },
+        },
+    )
+    renamed = _job(2)
+    renamed["metadata"]["name"] = "agg-v2"
+    renamed["spec"]["sink"]["kafka"]["topic"] = "orders.out-v2"
+    cluster.create("sparkjobs", renamed)
+    wait_for(
+        lambda: (
+            cluster.condition("sparkjobs", "agg-v2", "Degraded").get("reason")
+            == "CheckpointConflict"
+        ),
+        30,
+        "the renamed job held while the old one is stored",
+    )
+    degraded = cluster.condition("sparkjobs", "agg-v2", "Degraded")["message"]
+    assert "checkpoint 'agg-checkpoint' is also that of SparkJob 'agg'" in degraded, degraded
+    assert _application_named(cluster, "agg-v2") is None
+
+    cluster.delete("sparkjobs", "agg")
+    overlaps: list[str] = []
+
+    def old_driver_gone() -> bool:
+        pods = cluster.pods("onceflow.io/sparkjob=agg")
+        if pods and _application_named(cluster, "agg-v2") is not None:
+            overlaps.append("agg-v2")
+        return not pods
+
+    wait_for(
+        lambda: (
+            "same checkpoint"
+            in cluster.condition("sparkjobs", "agg-v2", "Ready").get("message", "")
+        ),
+        30,
+        "the renamed job to wait for the old driver's pod",
+    )
+    wait_for(old_driver_gone, 60, "the old job's driver pod to be deleted and gone")
+    assert not overlaps, "the renamed job's application existed while the old driver ran"
+    wait_for(
+        lambda: _application_named(cluster, "agg-v2") is not None,
+        30,
+        "the renamed job's application once the old driver is gone",
+    )
+
+
 def test_an_available_now_job_with_configmap_code_completes_and_shows_its_progress(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:

@@ -158,12 +158,21 @@ class KubeClient:
     # -- pods and config ------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        """Pods of ``namespace``, or of every watched one for ``ALL_NAMESPACES``."""
         # The JSON as served: building V1Pod models and serialising them back was most
         # of a settled source's pass.
-        response = self.core.list_namespaced_pod(
-            namespace, label_selector=selector, _preload_content=False
-        )
-        return cast(list[Obj], json.loads(response.data)["items"])
+        if namespace == ALL_NAMESPACES and not self.namespaces:
+            response = self.core.list_pod_for_all_namespaces(
+                label_selector=selector, _preload_content=False
+            )
+            return cast(list[Obj], json.loads(response.data)["items"])
+        found: list[Obj] = []
+        for each in self.namespaces if namespace == ALL_NAMESPACES else (namespace,):
+            response = self.core.list_namespaced_pod(
+                each, label_selector=selector, _preload_content=False
+            )
+            found.extend(json.loads(response.data)["items"])
+        return found
 
     def create_pod(self, manifest: Obj) -> bool:
         """True if created, False if a pod of that name already exists."""

@@ -22,7 +22,7 @@ from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.graph import claim_topics
-from onceflow.control.kube import HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
+from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
@@ -45,7 +45,7 @@ from onceflow.logic.sink_handover import (
     sink_handover,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
-from onceflow.model.objects import LABEL_SPARKJOB
+from onceflow.model.objects import LABEL_CHECKPOINT, LABEL_SPARKJOB, spark_pod_labels
 from onceflow.model.spark_app import (
     SPEC_HASH_ANNOTATION,
     digest,
@@ -245,17 +245,35 @@ class SparkJobReconciler:
     ) -> None:
         """A replaced driver is gone when its pods are, not when its object is: until
         then it (and its executors, which do the reading) may still consume with the old
-        isolation next to its successor, or share its checkpoint. Without a garbage
-        collector doing it, the leftovers are deleted here too."""
-        namespace = job.metadata.namespace
-        pods = self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={job.metadata.name}")
+        isolation next to its successor, or share its checkpoint. The same holds for
+        another job's pods on this checkpoint: a job renamed in one step (the old
+        SparkJob deleted, the new one created) would otherwise start while the old
+        driver still finishes a batch that both would then write. Without a garbage
+        collector doing it, the leftovers of this job and of jobs no longer stored are
+        deleted here too; a stored job's pods are its own reconciler's."""
+        namespace, name = job.metadata.namespace, job.metadata.name
+        me = (namespace, name)
+        mine = self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={name}")
+        # A claim is a place of its namespace; a path or URI is one for every namespace
+        # (a job moved to another namespace keeps its checkpoint).
+        where = namespace if job.spec.checkpoint.pvc else ALL_NAMESPACES
+        checkpoint = spark_pod_labels(job)[LABEL_CHECKPOINT]
+        others = [
+            p
+            for p in self.kube.list_pods(where, f"{LABEL_CHECKPOINT}={checkpoint}")
+            if _job_of(p) != me
+        ]
+        pods = [*mine, *others]
         if not pods:
             return
         for pod in pods:
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.kube.delete_pod(namespace, pod["metadata"]["name"], SPARK_POD_GRACE_S)
+            owner = _job_of(pod)
+            stored = owner != me and self.kube.get(PLURAL, *owner) is not None
+            if not pod["metadata"].get("deletionTimestamp") and not stored:
+                self.kube.delete_pod(owner[0], pod["metadata"]["name"], SPARK_POD_GRACE_S)
         names = ", ".join(sorted(p["metadata"]["name"] for p in pods))
-        message = f"waiting for pod(s) {names} of the previous driver to be gone"
+        whose = "the previous driver" if not others else "a driver on the same checkpoint"
+        message = f"waiting for pod(s) {names} of {whose} to be gone"
         self._write(obj, status, False, "WaitingForPreviousDriver", message)
         raise RetryLaterError(message)
 
@@ -358,6 +376,12 @@ class SparkJobReconciler:
         status = with_sink(with_fence_failures(status, None), step.then)
         obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
         return obj, status, step.then
+
+
+def _job_of(pod: Obj) -> tuple[str, str]:
+    """The (namespace, name) of the SparkJob a pod belongs to."""
+    meta = pod["metadata"]
+    return meta["namespace"], str((meta.get("labels") or {}).get(LABEL_SPARKJOB, ""))
 
 
 def recorded_sink(status: SparkJobStatus, legacy_prefix: str) -> SinkProducers | None:

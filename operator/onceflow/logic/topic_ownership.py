@@ -2,8 +2,9 @@
 transactional id is, over every workload that shares a Kafka cluster (DESIGN 3.1).
 
 The invariant: on one Kafka cluster, each topic Onceflow writes has one writer in one
-role, each transactional id belongs to one workload, and no record flows back into
-the workload that wrote it. Each rule guards data, and none is visible from one resource:
+role, each transactional id belongs to one workload, no record flows back into the
+workload that wrote it, and each Spark checkpoint belongs to one job. Each rule
+guards data, and none is visible from one resource:
 - two writers of one topic mix their records, which readers and ``onceflow audit`` see
   as duplicates no fault caused;
 - records in a source's offsets topic or a sink's marker topic keep that source from
@@ -12,7 +13,9 @@ the workload that wrote it. Each rule guards data, and none is visible from one 
   (jobs, and sources whose connector reads Kafka, as the mirror does), reads its
   records again forever;
 - producers sharing a transactional id fence each other and abort each other's
-  transactions.
+  transactions;
+- two queries on one checkpoint (``model.checkpoint_places``) overwrite each other's
+  offset log and state.
 So they are judged over a whole set: the manifests ``onceflow render`` and ``onceflow
 run`` are given, or every object the API server holds (admission, reconcilers).
 Reading a topic another workload writes is the pipeline itself, never a problem.
@@ -40,15 +43,18 @@ from onceflow.api.errors import Problem, labelled
 from onceflow.api.kafka_topics import topic_name_problem
 from onceflow.api.manifests import Resource, ResourceRef
 from onceflow.api.pipeline import Pipeline
+from onceflow.api.spark import SparkJob
 from onceflow.logic.kafka_clusters import Clusters
 from onceflow.logic.resource_set import ResourceSet
 from onceflow.logic.topic_inventory import IdUse, Role, TopicUse, connector_reads, inventory
+from onceflow.model.checkpoint_places import CheckpointPlace, place_of
 
 DUPLICATE_RESOURCE = "DuplicateResource"
 TOPIC_CONFLICT = "TopicConflict"
 PIPELINE_CYCLE = "PipelineCycle"
 TRANSACTIONAL_ID_CONFLICT = "TransactionalIdConflict"
 INVALID_TOPIC_NAME = "InvalidTopicName"
+CHECKPOINT_CONFLICT = "CheckpointConflict"
 GRAPH_REASONS = frozenset(
     {
         DUPLICATE_RESOURCE,
@@ -56,6 +62,7 @@ GRAPH_REASONS = frozenset(
         PIPELINE_CYCLE,
         TRANSACTIONAL_ID_CONFLICT,
         INVALID_TOPIC_NAME,
+        CHECKPOINT_CONFLICT,
     }
 )
 """The reasons of a problem in the graph, as conditions carry them."""
@@ -130,6 +137,7 @@ def find_collisions(
         *_cycles(topics),
         *_shared_ids(ids),
         *_shared_prefixes(found.pipelines.values(), clusters.of_pipeline),
+        *_shared_checkpoints(found.spark_jobs.values()),
     ]
     first = {ResourceRef.of(r): i for i, r in reversed(list(enumerate(listed)))}
     return sorted(collisions, key=lambda c: first[c.resource])
@@ -575,3 +583,55 @@ def _shared_prefixes(
                     )
                 )
     return collisions
+
+
+def _shared_checkpoints(jobs: Iterable[SparkJob]) -> list[Collision]:
+    """Jobs whose checkpoints are one place, or one inside the other. Whether the
+    jobs share a Pipeline or a Kafka cluster does not matter: the checkpoint is a
+    directory, and whichever driver writes it last decides what both resume from.
+    Each job is filed under every directory above its checkpoint, so finding the
+    overlaps costs O(jobs x path depth), not a comparison of every pair."""
+    placed = {ResourceRef.of(job): (job, place_of(job)) for job in jobs}
+    at: dict[CheckpointPlace, list[ResourceRef]] = defaultdict(list)
+    beneath: dict[CheckpointPlace, list[ResourceRef]] = defaultdict(list)
+    for ref, (_, place) in placed.items():
+        at[place].append(ref)
+        for depth in range(len(place.parts)):
+            beneath[CheckpointPlace(place.store, place.parts[:depth])].append(ref)
+    collisions = []
+    for me, (job, place) in placed.items():
+        above = (CheckpointPlace(place.store, place.parts[:d]) for d in range(len(place.parts)))
+        others = sorted(
+            {*at[place], *beneath.get(place, ()), *(r for a in above for r in at.get(a, ()))} - {me}
+        )
+        if not others:
+            continue
+        told = _as_told_to(
+            me,
+            (
+                (ref, f"{_named(me, ref)}{_nesting(place, placed[ref][1])}", "a job")
+                for ref in others
+            ),
+        )
+        field = "spec.checkpoint.pvc" if job.spec.checkpoint.pvc else "spec.checkpoint.path"
+        where = job.spec.checkpoint.pvc or job.spec.checkpoint.path
+        said = [*told.named, *(f"{what} of another namespace" for what in told.hidden)]
+        message = (
+            f"checkpoint {where!r} is also that of {' and '.join(said)}: two queries on one "
+            "checkpoint overwrite each other's offset log and state, and a batch can be "
+            "written under both jobs' names; give each job a checkpoint of its own (to "
+            "rename a job and keep its checkpoint, delete the old SparkJob first: the new "
+            "one resumes where it stopped)"
+        )
+        collisions.append(
+            Collision(me, Problem(field, message, CHECKPOINT_CONFLICT), tuple(others))
+        )
+    return collisions
+
+
+def _nesting(mine: CheckpointPlace, theirs: CheckpointPlace) -> str:
+    if len(mine.parts) > len(theirs.parts):
+        return " (this one lies inside it)"
+    if len(mine.parts) < len(theirs.parts):
+        return " (it lies inside this one)"
+    return ""

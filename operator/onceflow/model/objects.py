@@ -17,6 +17,7 @@ from onceflow.api.base import GROUP_VERSION
 from onceflow.api.source import KafkaSource, ResourceRequirements
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import TaskSettings
+from onceflow.model.checkpoint_places import label_value, place_of
 from onceflow.model.names import task_pod_name
 
 CONFIG_MOUNT = "/etc/onceflow"
@@ -39,6 +40,16 @@ LABEL_INCARNATION = "onceflow.io/incarnation"
 LABEL_POD_TEMPLATE = "onceflow.io/pod-template"
 LABEL_SPARKJOB = "onceflow.io/sparkjob"
 """On a SparkJob's application and on every driver and executor pod of it."""
+LABEL_CHECKPOINT = "onceflow.io/checkpoint"
+"""On every driver and executor pod: the checkpoint it works on (its
+``model.checkpoint_places.label_value``), so that a job about to start on a
+checkpoint can find another job's pods still on it."""
+
+
+def spark_pod_labels(job: SparkJob) -> dict[str, str]:
+    """What every driver and executor pod of the job carries."""
+    return {LABEL_SPARKJOB: job.metadata.name, LABEL_CHECKPOINT: label_value(place_of(job))}
+
 
 Manifest = dict[str, Any]
 

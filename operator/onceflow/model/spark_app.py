@@ -20,6 +20,7 @@ from onceflow.model.objects import (
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
     owner_references,
+    spark_pod_labels,
 )
 
 JOB_CONFIG_MOUNT = "/etc/onceflow"
@@ -145,7 +146,7 @@ def spark_application(
         "serviceAccount": SPARK_SERVICE_ACCOUNT,
         "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
         "volumeMounts": mounts,
-        "labels": {LABEL_SPARKJOB: job.metadata.name},
+        "labels": spark_pod_labels(job),
         "podSecurityContext": POD_SECURITY_CONTEXT,
         "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
     }

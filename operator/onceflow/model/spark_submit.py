@@ -20,6 +20,7 @@ from onceflow.model.objects import (
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
     owner_references,
+    spark_pod_labels,
 )
 from onceflow.model.spark_app import (
     CHECKPOINT_MOUNT,
@@ -74,7 +75,7 @@ def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[s
         # (e.g. for s3a:// checkpoints) reaches the executors writing state.
         "spark.kubernetes.authenticate.executor.serviceAccountName": SPARK_SERVICE_ACCOUNT,
         "spark.kubernetes.executor.podTemplateFile": f"{JOB_CONFIG_MOUNT}/{EXECUTOR_TEMPLATE}",
-        f"spark.kubernetes.executor.label.{LABEL_SPARKJOB}": job.metadata.name,
+        **{f"spark.kubernetes.executor.label.{k}": v for k, v in spark_pod_labels(job).items()},
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
@@ -158,7 +159,7 @@ def submit_job(
         "spec": {
             "backoffLimit": UNLIMITED_RESTARTS,
             "template": {
-                "metadata": {"labels": {**labels, "spark-role": "driver"}},
+                "metadata": {"labels": {**labels, **spark_pod_labels(job), "spark-role": "driver"}},
                 "spec": {
                     "serviceAccountName": SPARK_SERVICE_ACCOUNT,
                     "restartPolicy": "OnFailure",
