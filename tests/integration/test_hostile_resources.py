@@ -200,9 +200,10 @@ def _set(document: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _document(plural: str) -> dict[str, Any]:
-    """The valid base of ``plural`` under a fresh name, writing topics of its own: two
-    stored workloads of one Pipeline writing one topic are refused (the topic graph),
-    which is right, but not what a case that changed other fields is about."""
+    """The valid base of ``plural`` under a fresh name, writing topics and a checkpoint
+    of its own: two stored workloads of one Pipeline writing one topic, or two jobs on
+    one checkpoint, are refused (the pipeline graph), which is right, but not what a
+    case that changed other fields is about."""
     document = copy.deepcopy(BASES[plural])
     document["apiVersion"] = "onceflow.io/v1alpha1"
     suffix = uuid.uuid4().hex[:8]
@@ -211,6 +212,7 @@ def _document(plural: str) -> dict[str, Any]:
         document["spec"]["topic"] = f"t-{suffix}"
     if plural == "sparkjobs":
         document["spec"]["sink"]["kafka"]["topic"] = f"out-{suffix}"
+        document["spec"]["checkpoint"] = {"path": f"/tmp/fuzz-{suffix}"}
     return document
 
 
