@@ -116,8 +116,14 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 serializeImagePulls: false
-resolvConf: /etc/resolv.conf
+resolvConf: $DIR/kubelet/pod-resolv.conf
 YAML
+  # Pods resolve nothing here: every address they use is an IP of the node network.
+  # The host's nameserver cannot be reached from a pod's network namespace, so each
+  # lookup there waited out its timeout, and a Java Kafka client's SASL login looks up
+  # the name of the broker's IP: 10-30 s before every driver's and executor's first
+  # request. A nameserver on the pod's own loopback refuses at once.
+  printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$DIR/kubelet/pod-resolv.conf"
 }
 
 start() {

@@ -6,6 +6,7 @@ values by name."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -42,6 +43,8 @@ def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> N
         "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "ValidatingWebhookConfiguration",
     ]
     assert _render(kubeconfig, namespace) == documents, "helm template is deterministic"
@@ -209,3 +212,175 @@ def test_values_schema_refuses_bad_values_naming_them(
     refused = helm(kubeconfig, "template", "of", CHART, KUBE_VERSION, "--set", value, check=False)
     assert refused.returncode != 0
     assert named in refused.stderr, refused.stderr
+
+
+def _pod(image: str, account: str = "onceflow-spark", **spec: Any) -> dict[str, Any]:
+    """A pod as Spark creates an executor of SparkJob 'agg', changed by ``spec``."""
+    labels = spec.pop("labels", {"spark-role": "executor", "onceflow.io/sparkjob": "agg"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "agg-exec-", "labels": labels},
+        "spec": {
+            "serviceAccountName": account,
+            "containers": [{"name": "executor", "image": image}],
+            **spec,
+        },
+    }
+
+
+def test_a_drivers_token_creates_only_executors_of_allowed_images_as_its_own_account(
+    kubeconfig: str,
+) -> None:
+    """Security review #2: a driver runs tenant code, which can read the driver's
+    token, and that token may create pods. The chart's admission policy lets it create
+    executors and nothing else: under its own account, from the operator's image or
+    tenants.imagePrefixes, labelled as a SparkJob's executors, with no host path or
+    host namespace. Anyone else's pods are not its business."""
+    namespace = new_namespace(kubeconfig, "vap")
+    release = f"vap-{uuid.uuid4().hex[:6]}"  # the policy is cluster-wide: its own name
+    rendered = helm(
+        kubeconfig,
+        "template",
+        release,
+        CHART,
+        "-n",
+        namespace,
+        KUBE_VERSION,
+        "--set",
+        "tenants.imagePrefixes={registry.example.com/team}",
+        "--set",
+        f"spark.serviceAccount.namespaces={{{namespace}}}",
+    )
+    documents = [
+        d
+        for d in yaml.safe_load_all(rendered.stdout)
+        if d
+        and (
+            d["kind"].startswith("ValidatingAdmissionPolicy")
+            or d["metadata"]["name"] == "onceflow-spark"
+        )
+    ]
+    assert sorted(d["kind"] for d in documents) == [
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
+    driver = f"system:serviceaccount:{namespace}:onceflow-spark"
+
+    def create(pod: dict[str, Any], who: str = driver) -> str:
+        """The API server's answer to ``who`` creating ``pod`` (a server-side dry run:
+        admission runs in full, and nothing is stored)."""
+        answer = kubectl(
+            kubeconfig,
+            "create",
+            "--dry-run=server",
+            "-n",
+            namespace,
+            f"--as={who}",
+            "-f",
+            "-",
+            stdin=json.dumps(pod),
+            check=False,
+        )
+        return answer.stdout + answer.stderr
+
+    def refused() -> bool:
+        return "denied request" in create(_pod("evil.example/anything:latest"))
+
+    try:
+        deadline = time.monotonic() + 30  # the policy takes effect once it is compiled
+        while not refused() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for image in ("ghcr.io/onceflow/onceflow:0.1.0", "registry.example.com/team/spark:4"):
+            assert "created (server dry run)" in create(_pod(image)), create(_pod(image))
+        cases = {
+            "another image": (_pod("evil.example/anything:latest"), "tenants.imagePrefixes"),
+            "a prefix that is not a path": (
+                _pod("registry.example.com/team-b/x:1"),
+                "tenants.imagePrefixes",
+            ),
+            "another account": (
+                _pod("ghcr.io/onceflow/onceflow:0.1.0", account="db-admin"),
+                "run as onceflow-spark",
+            ),
+            "not an executor": (
+                _pod("ghcr.io/onceflow/onceflow:0.1.0", labels={"app": "x"}),
+                "executor pods of its SparkJob only",
+            ),
+            "a host path": (
+                _pod(
+                    "ghcr.io/onceflow/onceflow:0.1.0",
+                    volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+                ),
+                "no host path",
+            ),
+            "the host's network": (
+                _pod("ghcr.io/onceflow/onceflow:0.1.0", hostNetwork=True),
+                "no host namespace",
+            ),
+        }
+        for case, (pod, says) in cases.items():
+            answer = create(pod)
+            assert "denied request" in answer and says in answer, f"{case}: {answer}"
+        admin = kubectl(
+            kubeconfig,
+            "create",
+            "--dry-run=server",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            stdin=json.dumps(_pod("evil.example/anything:latest")),
+            check=False,
+        )
+        assert "created (server dry run)" in admin.stdout, "only drivers' requests are judged"
+    finally:
+        for d in documents:
+            if d["kind"].startswith("ValidatingAdmissionPolicy"):
+                kubectl(kubeconfig, "delete", d["kind"], d["metadata"]["name"], check=False)
+
+
+def test_one_cloud_identity_for_several_namespaces_is_refused_and_each_gets_its_own(
+    kubeconfig: str,
+) -> None:
+    """Security review #4: annotations shared by every namespace's onceflow-spark give
+    every tenant's drivers one cloud identity, which reads and writes all their
+    checkpoints and outputs."""
+    role = r"eks\.amazonaws\.com/role-arn"
+    shared = helm(
+        kubeconfig,
+        "template",
+        "of",
+        CHART,
+        KUBE_VERSION,
+        "--set",
+        "spark.serviceAccount.namespaces={team-a,team-b}",
+        "--set-string",
+        f"spark.serviceAccount.annotations.{role}=arn:aws:iam::1:role/spark",
+        check=False,
+    )
+    assert shared.returncode != 0
+    assert "spark.serviceAccount.namespaceAnnotations" in shared.stderr, shared.stderr
+    own = _render(
+        kubeconfig,
+        "default",
+        "--set",
+        "spark.serviceAccount.namespaces={team-a,team-b}",
+        "--set-string",
+        f"spark.serviceAccount.namespaceAnnotations.team-a.{role}=arn:aws:iam::1:role/a",
+        "--set-string",
+        f"spark.serviceAccount.namespaceAnnotations.team-b.{role}=arn:aws:iam::1:role/b",
+    )
+    accounts = {
+        d["metadata"]["namespace"]: d["metadata"].get("annotations")
+        for d in own
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "onceflow-spark"
+    }
+    assert accounts == {
+        "team-a": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/a"},
+        "team-b": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/b"},
+    }
