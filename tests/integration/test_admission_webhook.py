@@ -212,8 +212,9 @@ def test_a_topic_or_prefix_of_another_namespace_is_refused_without_naming_it(
 ) -> None:
     """Kafka knows no namespaces: another tenant's offsets topic or transactional-id
     prefix on the same cluster is refused, and the message does not tell this tenant
-    whose it is."""
-    prefix = f"across-{uuid.uuid4().hex[:6]}"
+    whose it is (a prefix must start with the Pipeline's own namespace: security
+    review #6, where taking another's first was possible)."""
+    prefix = f"{elsewhere.namespace}.across-{uuid.uuid4().hex[:6]}"
     theirs = {**_pipeline("disabled"), "metadata": {"name": "orders"}}
     theirs["spec"] = {**theirs["spec"], "transactionalIdPrefix": prefix}
     elsewhere.create("pipelines", theirs)
@@ -229,8 +230,8 @@ def test_a_topic_or_prefix_of_another_namespace_is_refused_without_naming_it(
     same_prefix = {**theirs, "apiVersion": "onceflow.io/v1alpha1", "metadata": {"name": "mine"}}
     result = _apply(webhook, same_prefix)
     assert result.returncode != 0, result.stdout
-    assert f"'{prefix}' is also the transactional-id prefix of a Pipeline of another" in (
-        result.stderr
-    )
+    assert f"'{prefix}' does not start with this namespace's name and a dot" in result.stderr
     for verdict in (result.stderr, _apply(webhook, into_their_offsets).stderr):
-        assert elsewhere.namespace not in verdict, verdict
+        # The tenant wrote the other namespace's name itself; it learns nothing more.
+        assert f"namespace {elsewhere.namespace!r}" not in verdict, verdict
+        assert "Pipeline 'orders'" not in verdict, verdict

@@ -304,3 +304,81 @@ def test_a_second_writer_of_a_running_sources_topic_is_held_and_the_first_runs_o
     assert len(cluster.pods("onceflow.io/source=counter")) == 1, "the owner runs on"
     cluster.patch_spec("kafkasources", "copycat", {"topic": f"{topic}-own"})
     wait_for(lambda: len(cluster.pods("onceflow.io/source=copycat")) == 1, 60, "copycat's own task")
+
+
+def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """Security review #5: another team's Job `victim-driver`, ConfigMap `victim3-job`
+    and SparkApplication `victim2` in the namespace. SparkJobs named `victim`,
+    `victim2` and `victim3` once had the operator delete the Job and the
+    SparkApplication (a submitter switch) and rewrite the ConfigMap; each is now
+    Degraded (NameTaken) and the objects stay as they were."""
+    cluster, _, _ = operator
+    batch = client.BatchV1Api(cluster.api)
+    theirs = {"team": "payments"}
+    batch.create_namespaced_job(
+        cluster.namespace,
+        {
+            "metadata": {"name": "victim-driver", "labels": theirs},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "report", "image": "example/report:1"}],
+                    }
+                }
+            },
+        },
+    )
+    cluster.core.create_namespaced_config_map(
+        cluster.namespace,
+        {"metadata": {"name": "victim3-job", "labels": theirs}, "data": {"report": "keep"}},
+    )
+    application = {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": "victim2", "labels": theirs},
+        "spec": {
+            "type": "Scala",
+            "mode": "cluster",
+            "image": "example/spark:1",
+            "mainClass": "Report",
+            "mainApplicationFile": "local:///report.jar",
+            "sparkVersion": "4.0.0",
+            "driver": {},
+            "executor": {},
+        },
+    }
+    cluster.custom.create_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications", application
+    )
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+    for name, submitter in (("victim", "spark-submit"), ("victim2", "spark-submit")):
+        job = _job(partitions=2)
+        job["metadata"]["name"] = name
+        job["spec"] |= {"submitter": submitter, "checkpoint": {"path": f"/tmp/{name}"}}
+        job["spec"]["sink"]["kafka"]["topic"] = f"{name}.out"
+        cluster.create("sparkjobs", job)
+    job = _job(partitions=2)
+    job["metadata"]["name"] = "victim3"
+    job["spec"] |= {"checkpoint": {"path": "/tmp/victim3"}}
+    job["spec"]["sink"]["kafka"]["topic"] = "victim3.out"
+    cluster.create("sparkjobs", job)
+
+    for name, kind, other in (
+        ("victim", "Job", "victim-driver"),
+        ("victim2", "SparkApplication", "victim2"),
+        ("victim3", "ConfigMap", "victim3-job"),
+    ):
+        taken = _degraded(cluster, "sparkjobs", name, "NameTaken")
+        assert f"a {kind} {other!r} exists in this namespace" in taken["message"], taken
+    kept = batch.read_namespaced_job("victim-driver", cluster.namespace)
+    assert kept.metadata.deletion_timestamp is None and kept.metadata.labels == theirs
+    assert cluster.core.read_namespaced_config_map("victim3-job", cluster.namespace).data == {
+        "report": "keep"
+    }
+    still = cluster.custom.get_namespaced_custom_object(
+        "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications", "victim2"
+    )
+    assert still["metadata"]["labels"] == theirs and "deletionTimestamp" not in still["metadata"]

@@ -143,12 +143,15 @@ HOSTILE: list[Any] = [
     {},
 ]
 RUN = uuid.uuid4().hex[:6]
+OWN_NAMESPACE = "@namespace"
+"""Stands for the test's namespace in a value (a prefix must start with it)."""
 # Values each field takes in a valid object, so that valid documents are tried as
 # often as broken ones ("no valid one is refused" is half of the claim).
 VALID: dict[str, list[Any]] = {
     "spec.kafka.bootstrapServers": ["127.0.0.1:9", "127.0.0.1:9,127.0.0.1:10"],
     "spec.exactlyOnce": ["disabled", "preparing", "enabled"],
-    "spec.transactionalIdPrefix": [None, f"team-{uuid.uuid4().hex[:6]}"],  # unused elsewhere
+    # The namespace's own (OWN_NAMESPACE becomes its name), unused elsewhere.
+    "spec.transactionalIdPrefix": [None, f"{OWN_NAMESPACE}.team-{uuid.uuid4().hex[:6]}"],
     # This run's own: a test bed's API server keeps what an interrupted run left in its
     # namespaces, which would own these topics on the same (fictional) cluster.
     "spec.topic": [f"orders-{RUN}.v2", RUN + "a" * 194],
@@ -296,6 +299,10 @@ def test_hostile_resources_are_refused_by_name_and_never_stop_the_operator(
     disagreements: list[str] = []
 
     def attempt(plural: str, document: dict[str, Any], paths: list[str]) -> None:
+        prefix = document["spec"].get("transactionalIdPrefix")
+        if isinstance(prefix, str):
+            own = prefix.replace(OWN_NAMESPACE, cluster.namespace)
+            document["spec"]["transactionalIdPrefix"] = own
         problems = _judged(cluster, document)
         try:
             # As kubectl applies: unknown fields are refused, not silently dropped.

@@ -267,7 +267,10 @@ def _the_webhook_judges_with_these_rights(as_operator: str, watched: str) -> Non
         "apiVersion": "onceflow.io/v1alpha1",
         "kind": "Pipeline",
         "metadata": {"name": "second", "namespace": watched},
-        "spec": {"kafka": {"bootstrapServers": "127.0.0.1:9"}, "transactionalIdPrefix": "lp-2"},
+        "spec": {
+            "kafka": {"bootstrapServers": "127.0.0.1:9"},
+            "transactionalIdPrefix": f"{watched}.lp-2",
+        },
     }
     assert review(document, kube.get, kube.list_objects).allowed
     job = _job(partitions=2)

@@ -222,7 +222,8 @@ def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(
     )
     old_uid = _application(cluster)["metadata"]["uid"]  # type: ignore[index]
 
-    cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": "orders-v2"})
+    renamed = f"{cluster.namespace}.orders-v2"
+    cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": renamed})
     wait_for(
         lambda: (_application(cluster) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
         60,
@@ -231,12 +232,12 @@ def test_a_renamed_prefix_fences_the_old_sink_ids_and_tells_the_driver(
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     status = cluster.status("sparkjobs", "agg")
-    assert status["sinkTransactionalIdPrefix"] == "orders-v2"
+    assert status["sinkTransactionalIdPrefix"] == renamed
     assert status["previousSinkTransactionalIdPrefix"] == old_prefix
     settings = json.loads(
         cluster.core.read_namespaced_config_map("agg-job", cluster.namespace).data["job.json"]
     )
-    assert settings["transactionalIdPrefix"] == "orders-v2"
+    assert settings["transactionalIdPrefix"] == renamed
     assert settings["previousTransactionalIdPrefix"] == old_prefix
 
 
@@ -272,7 +273,9 @@ def test_a_rename_right_after_an_upgrade_still_fences_the_prefix_the_driver_used
     zombie = zombie_in_a_transaction(
         kafka_bootstrap, sink_transactional_id(old_prefix, "agg", 1), "orders.out"
     )
-    cluster.patch_spec("pipelines", "orders", {"transactionalIdPrefix": "orders-v3"})
+    cluster.patch_spec(
+        "pipelines", "orders", {"transactionalIdPrefix": f"{cluster.namespace}.orders-v3"}
+    )
 
     second = OperatorProcess(first.kubeconfig, first.namespace, first.log).start()
     try:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onceflow.control.admission import review
+from onceflow.logic.tenant_policy import TenantPolicy
 
 PIPELINES = {
     "orders": {
@@ -107,22 +108,48 @@ def _stored(*documents: dict[str, Any]) -> Any:
     return listing
 
 
+def test_a_prefix_outside_the_pipelines_namespace_is_refused_unless_the_platform_allows_it() -> (
+    None
+):
+    """Security review #6: with any prefix allowed, a tenant could take another
+    namespace's default prefix before that namespace's Pipeline existed, and hold it."""
+    listing = _stored()
+    squat = review(_pipeline("squat", "tenant-b.orders"), lookup, listing)
+    assert squat.message == (
+        "spec.transactionalIdPrefix: 'tenant-b.orders' does not start with this namespace's "
+        "name and a dot (ns.): each namespace's prefixes are its own, so that no tenant can "
+        "take another's transactional ids first; use 'ns.<name>', or leave it unset for the "
+        "default (a platform admin may allow any prefix: chart value "
+        "tenants.anyTransactionalIdPrefix)"
+    ), squat
+    assert review(_pipeline("orders", "ns.orders-v2"), lookup, listing).allowed
+    assert review(_pipeline("orders", None), lookup, listing).allowed, "the default"
+    assert not review(_pipeline("orders", "ns"), lookup, listing).allowed, "ns.<something>"
+    assert not review(_pipeline("orders", "nsx.orders"), lookup, listing).allowed
+    assert review(_pipeline("squat", "tenant-b.orders"), lookup, listing, ANY_PREFIX).allowed
+
+
+ANY_PREFIX = TenantPolicy(any_prefix=True)
+"""A cluster of one team: prefixes are free, and collide across namespaces."""
+
+
 def test_a_prefix_of_another_namespace_on_the_cluster_is_rejected_without_naming_it() -> None:
     # The first one's prefix is the default, ns.orders.
     listing = _stored(_pipeline("orders", None), _pipeline("orders", "eu", namespace="tenant-b"))
-    across = review(_pipeline("orders-eu", "eu"), lookup, listing)
+    across = review(_pipeline("orders-eu", "eu"), lookup, listing, ANY_PREFIX)
     assert across.message.startswith(
         "spec.transactionalIdPrefix: 'eu' is also the transactional-id prefix of a Pipeline of "
         "another namespace"
     ), across
     assert "tenant-b" not in across.message
     # Names are unique per kind in a namespace, so its ids cannot collide there.
-    assert review(_pipeline("orders-eu", "ns.orders"), lookup, listing).allowed
+    assert review(_pipeline("orders-eu", "ns.orders"), lookup, listing, ANY_PREFIX).allowed
     assert review(_pipeline("orders", None), lookup, listing).allowed, "itself, on update"
-    assert review(_pipeline("orders", "eu", namespace="tenant-b"), lookup, listing).allowed
+    theirs = _pipeline("orders", "eu", namespace="tenant-b")
+    assert review(theirs, lookup, listing, ANY_PREFIX).allowed
     elsewhere = _pipeline("orders-eu", "eu")
     elsewhere["spec"]["kafka"]["bootstrapServers"] = "another-cluster:9092"
-    assert review(elsewhere, lookup, listing).allowed, "ids are unique per Kafka cluster"
+    assert review(elsewhere, lookup, listing, ANY_PREFIX).allowed, "ids unique per cluster"
 
 
 def test_a_pipeline_change_is_refused_for_what_it_does_to_its_workloads() -> None:

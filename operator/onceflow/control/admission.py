@@ -72,6 +72,8 @@ def _review_alone(
         if refused := policy.spark_job_problems(resource.spec):
             return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
+    if refused := policy.pipeline_problems(resource):
+        return _verdict(refused)
     return review_pipeline_change(resource, listing("sparkjobs", namespace))
 
 

@@ -46,6 +46,7 @@ def build_controllers() -> Controllers:
         connector_modules=_names("ONCEFLOW_CONNECTOR_MODULES"),
         spark_conf_keys=_names("ONCEFLOW_SPARK_CONF_KEYS"),
         image_prefixes=tuple(sorted(map(image_prefix, _names("ONCEFLOW_IMAGE_PREFIXES")))),
+        any_prefix=os.environ.get("ONCEFLOW_ANY_TRANSACTIONAL_ID_PREFIX") == "true",
     )
     # Progressing for longer than this is reported as Degraded too (0: never).
     deadline = float(os.environ.get("ONCEFLOW_PROGRESS_DEADLINE_S", "600")) or None
@@ -64,5 +65,5 @@ def build_controllers() -> Controllers:
         policy=policy,
         progress_deadline_s=deadline,
     )
-    pipelines = PipelineReconciler(kube, progress_deadline_s=deadline)
+    pipelines = PipelineReconciler(kube, policy, progress_deadline_s=deadline)
     return Controllers(kube, sources, pipelines, spark_jobs)

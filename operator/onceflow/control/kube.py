@@ -17,6 +17,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from onceflow.api.base import API_GROUP, API_VERSION
+from onceflow.control.ownership import refuse_unless_ours
+from onceflow.model.objects import controller_of
 
 Obj = dict[str, Any]
 HTTP_FORBIDDEN, HTTP_NOT_FOUND, HTTP_CONFLICT = 403, 404, 409
@@ -192,12 +194,24 @@ class KubeClient:
                 raise
 
     def apply_configmap(self, manifest: Obj) -> None:
-        """ConfigMaps of a generation never change once written: create or keep."""
+        """ConfigMaps of a generation never change once written: create or keep (one of
+        the manifest's owner: someone else's of that name is refused, not used)."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
-            self.core.create_namespaced_config_map(manifest["metadata"]["namespace"], manifest)
+            self.core.create_namespaced_config_map(namespace, manifest)
         except ApiException as error:
             if error.status != HTTP_CONFLICT:
                 raise
+            self._refuse_unless_owned(
+                self.core.read_namespaced_config_map(name, namespace), manifest
+            )
+
+    def _refuse_unless_owned(self, current: Any, manifest: Obj) -> None:
+        """``current`` (a client model) must have the controller ``manifest`` names."""
+        owner = controller_of(manifest)
+        if owner is not None:
+            served = self.core.api_client.sanitize_for_serialization(current)
+            refuse_unless_ours({"kind": manifest["kind"], **served}, *owner)
 
     def configmap_data(self, namespace: str, name: str) -> dict[str, str] | None:
         try:
@@ -217,6 +231,7 @@ class KubeClient:
                 raise
             self.core.create_namespaced_config_map(namespace, manifest)
             return
+        self._refuse_unless_owned(current, manifest)
         if (current.data or {}) != manifest.get("data", {}):
             self.core.replace_namespaced_config_map(name, namespace, manifest)
 

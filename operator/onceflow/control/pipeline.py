@@ -14,12 +14,14 @@ from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.workloads import invalid_workload
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.rollout import (
     WorkloadObservation,
     decide_rollout,
     resume_point,
 )
+from onceflow.logic.tenant_policy import TenantPolicy
 
 PLURAL = "pipelines"
 
@@ -74,6 +76,8 @@ def workloads_degraded(workloads: list[WorkloadObservation]) -> tuple[bool, str,
 @dataclass
 class PipelineReconciler:
     kube: KubeClient
+    policy: TenantPolicy
+    """What the platform allows a Pipeline (its transactional-id prefix)."""
     progress_deadline_s: float | None = None
     """A rollout in progress for longer is reported as Degraded (None: never)."""
 
@@ -124,6 +128,8 @@ class PipelineReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         pipeline = Pipeline.model_validate(obj)
+        if refused := self.policy.pipeline_problems(pipeline):
+            raise invalid_workload(refused)
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         workloads = self.observe_workloads(namespace, name)
         if pipeline.status is None:

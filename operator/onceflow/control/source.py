@@ -111,7 +111,7 @@ class SourceReconciler:
     def _desired(self, obj: Obj) -> tuple[KafkaSource, Pipeline, DesiredTasks]:
         source = parse_workload(KafkaSource, obj)
         namespace = source.metadata.namespace
-        pipeline = find_pipeline(self.kube, namespace, source.spec.pipeline)
+        pipeline = find_pipeline(self.kube, namespace, source.spec.pipeline, self.policy)
         secret = pipeline.spec.kafka.auth_secret_ref if pipeline else None
         desired = resolve_source(
             source,

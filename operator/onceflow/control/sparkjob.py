@@ -23,6 +23,7 @@ from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.graph import claim_topics
 from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
+from onceflow.control.ownership import refuse_unless_ours
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
@@ -121,7 +122,7 @@ class SparkJobReconciler:
         the object as it is once the job's claim on its topics is recorded."""
         job = parse_workload(SparkJob, obj)
         namespace = job.metadata.namespace
-        pipeline = find_pipeline(self.kube, namespace, job.spec.pipeline)
+        pipeline = find_pipeline(self.kube, namespace, job.spec.pipeline, self.policy)
         topics = {}
         for name in job.spec.input.sources or []:
             source = self.kube.get("kafkasources", namespace, name)
@@ -278,12 +279,17 @@ class SparkJobReconciler:
         raise RetryLaterError(message)
 
     def _get(self, submission: Submission, job: SparkJob) -> Obj | None:
-        return self.kube.get_foreign(
+        """The job's driver object of this submitter; every replace and delete of it
+        starts here, so one of that name that is not the job's stops the pass."""
+        found = self.kube.get_foreign(
             submission.api_version,
             submission.plural,
             job.metadata.namespace,
             submission.object_name(job.metadata.name),
         )
+        if found is not None:
+            refuse_unless_ours(found, job.kind, job.metadata.name)
+        return found
 
     def _delete(self, submission: Submission, job: SparkJob) -> None:
         self.kube.delete_foreign(

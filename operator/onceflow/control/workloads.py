@@ -13,6 +13,7 @@ from onceflow.api.errors import SECRET_NOT_FOUND, Problem, problems_from
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import KubeClient, Obj
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
+from onceflow.logic.tenant_policy import TenantPolicy
 
 KAFKA_SETTING_REFUSED = "KafkaSettingRefused"
 
@@ -33,18 +34,27 @@ def invalid_workload(problems: Sequence[Problem]) -> InvalidWorkloadError:
     return InvalidWorkloadError(problems[0].reason, "; ".join(map(str, problems)))
 
 
-def find_pipeline(kube: KubeClient, namespace: str, name: str) -> Pipeline | None:
+def find_pipeline(
+    kube: KubeClient, namespace: str, name: str, policy: TenantPolicy
+) -> Pipeline | None:
+    """The workload's Pipeline; one invalid, or refused by the tenant policy, stops the
+    workload too (its ids and topics come from the Pipeline)."""
     found = kube.get("pipelines", namespace, name)
     if found is None:
         return None
     try:
-        return Pipeline.model_validate(found)
+        pipeline = Pipeline.model_validate(found)
     except ValidationError as error:
-        raise InvalidWorkloadError(
-            "PipelineInvalid",
-            f"spec.pipeline: Pipeline {name!r} is invalid "
-            f"({'; '.join(map(str, problems_from(error)))}); its status says the same",
-        ) from None
+        problems = problems_from(error)
+    else:
+        problems = policy.pipeline_problems(pipeline)
+        if not problems:
+            return pipeline
+    raise InvalidWorkloadError(
+        "PipelineInvalid",
+        f"spec.pipeline: Pipeline {name!r} is invalid "
+        f"({'; '.join(map(str, problems))}); its status says the same",
+    )
 
 
 def pipeline_client_settings(

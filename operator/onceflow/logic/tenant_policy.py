@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from onceflow.api.errors import Problem
+from onceflow.api.pipeline import Pipeline
 from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJobSpec
 from onceflow.logic.spark_conf_rules import smuggled, tenant_rule, value_refused
 
@@ -107,6 +108,32 @@ class TenantPolicy:
     """Images a workload may name (``spec.image``) start with one of these; empty: any.
     Each ends in "/" (``image_prefix``): "registry.example.com" must not admit
     "registry.example.com.evil.io/x"."""
+
+    any_prefix: bool = False
+    """Whether a Pipeline's ``spec.transactionalIdPrefix`` may be any string (a cluster
+    of one team), rather than one of its own namespace's."""
+
+    def pipeline_problems(self, pipeline: Pipeline) -> list[Problem]:
+        """A transactional-id prefix outside the Pipeline's namespace. Kafka knows no
+        namespaces: a prefix is the key to a workload's producer ids and offsets topic,
+        and whichever Pipeline claims one first holds it. Tied to the namespace, no
+        tenant can claim another's before it does, nor learn by trying which prefixes
+        other namespaces use."""
+        prefix = pipeline.spec.transactional_id_prefix
+        namespace = pipeline.metadata.namespace
+        if prefix is None or self.any_prefix or prefix.startswith(f"{namespace}."):
+            return []
+        return [
+            Problem(
+                "spec.transactionalIdPrefix",
+                f"{prefix!r} does not start with this namespace's name and a dot "
+                f"({namespace}.): each namespace's prefixes are its own, so that no "
+                f"tenant can take another's transactional ids first; use "
+                f"'{namespace}.<name>', or leave it unset for the default (a platform "
+                "admin may allow any prefix: chart value tenants.anyTransactionalIdPrefix)",
+                reason="PrefixRefused",
+            )
+        ]
 
     def _conf_allowed(self, key: str) -> bool:
         return any(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onceflow.api.base import GROUP_VERSION
@@ -56,6 +56,16 @@ Manifest = dict[str, Any]
 
 def configmap_name(source: str, generation: int) -> str:
     return f"{source}-g{generation}"
+
+
+def controller_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The kind and name of the Onceflow resource that controls ``obj`` (its
+    controller reference in Onceflow's group), or None: an object of someone else's."""
+    for reference in obj.get("metadata", {}).get("ownerReferences") or []:
+        group = str(reference.get("apiVersion", "")).split("/")[0]
+        if reference.get("controller") and group == GROUP_VERSION.split("/")[0]:
+            return str(reference.get("kind")), str(reference.get("name"))
+    return None
 
 
 def owner_references(owner: KafkaSource | SparkJob) -> list[dict[str, Any]]:
