@@ -11,6 +11,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from onceflow.api.connector import ConfigProblem, ConnectorError
+from onceflow.connectors.postgres.libpq_keys import parameter_problems, with_content_files
 from onceflow.connectors.settings import integer_problems, masked, unknown_settings
 
 DEFAULTS: dict[str, Any] = {
@@ -177,19 +178,22 @@ def _bounded_connect_timeout(asked: object) -> str:
 
 def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     """The connection string: ``url`` with the Secret's keys as libpq parameters
-    (``password``, ``user``, ``sslmode``...), its connect timeout bounded."""
+    (``password``, ``user``, ``sslmode``, certificates as PEM content...), only those
+    ``libpq_keys`` allows, its connect timeout bounded."""
     try:
-        asked = {**conninfo_to_dict(url), **secrets}.get("connect_timeout")
-        # pgoutput sends text in the client encoding; the decoder reads UTF-8.
-        return make_conninfo(
-            url,
-            **{**secrets, "connect_timeout": _bounded_connect_timeout(asked)},
-            application_name=application,
-            client_encoding="UTF8",
-        )
+        in_url = conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
+        raise SettingError("url", f"not a libpq URL ({masked(str(error), secrets)})") from None
+    if problems := parameter_problems({**in_url, **secrets}):
         raise SettingError(
-            "url",
-            "the connector's secretRef keys must be libpq connection parameters "
-            f"({masked(str(error), secrets)})",
-        ) from None
+            "url", "; ".join(problems) + " (in the url or the connector's secretRef)"
+        )
+    asked = {**in_url, **secrets}.get("connect_timeout")
+    # pgoutput sends text in the client encoding; the decoder reads UTF-8.
+    return make_conninfo(
+        "",
+        **with_content_files({**in_url, **secrets}),
+        connect_timeout=_bounded_connect_timeout(asked),
+        application_name=application,
+        client_encoding="UTF8",
+    )
