@@ -181,7 +181,7 @@ def conninfo(url: str, secrets: Mapping[str, str], application: str) -> str:
     (``password``, ``user``, ``sslmode``, certificates as PEM content...), only those
     ``libpq_keys`` allows, its connect timeout bounded."""
     try:
-        in_url = conninfo_to_dict(url)
+        in_url = {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     except psycopg.ProgrammingError as error:
         raise SettingError("url", f"not a libpq URL ({masked(str(error), secrets)})") from None
     if problems := parameter_problems({**in_url, **secrets}):
