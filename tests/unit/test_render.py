@@ -349,6 +349,11 @@ def _claim(name: str, path: str) -> dict[str, Any]:
         ([_claim("d", "/etc/onceflow/x")], "overlaps the task pod's own mounts"),
         ([_claim("d", "//x/../etc/onceflow")], "overlaps the task pod's own mounts"),
         ([_claim("d", "/")], "overlaps the task pod's own mounts"),
+        (  # security review #10: over Onceflow's code in the image
+            [_claim("code", "/opt/onceflow/venv/lib/python3.11/site-packages/onceflow")],
+            "overlaps the image's code or system directories",
+        ),
+        ([_claim("d", "/usr/../var/run/x")], "overlaps the image's code or system"),
         ([{"name": "d", "mountPath": "/d"}], "persistentVolumeClaim"),
         ([_claim("d", "/a"), _claim("d", "/b")], "volumes: d named more than once"),
         ([_claim("a", "/data"), _claim("b", "/data/x")], "overlaps another volume's"),

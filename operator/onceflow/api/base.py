@@ -55,4 +55,11 @@ class ObjectMeta(BaseModel):
 class LocalObjectReference(ApiModel):
     """A reference to an object in the same namespace."""
 
-    name: str = Field(min_length=1, description="Name of the referenced object.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        # A DNS subdomain, as Kubernetes names these objects: "." and ".." would make
+        # the client's request path another resource's (security review #11).
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of the referenced object.",
+    )

@@ -83,6 +83,12 @@ class ClaimSource(ApiModel):
 # Names and paths the task pod already uses for its settings, credentials and /tmp.
 TASK_POD_VOLUMES = ("config", "kafka", "connector", "tmp")
 TASK_POD_MOUNTS = ("/etc/onceflow", "/etc/onceflow-kafka", "/etc/onceflow-connector", "/tmp")
+IMAGE_PATHS = (
+    "/bin", "/sbin", "/lib", "/lib64", "/usr", "/opt", "/etc", "/home", "/root",
+    "/proc", "/sys", "/dev", "/run", "/var/run",
+)  # fmt: skip
+"""Where the image keeps its code, configuration and the kernel's files: a volume
+there (writable by a tenant's driver, say) would replace what the task runs."""
 
 
 class TaskVolume(ApiModel):
@@ -124,6 +130,12 @@ class TaskVolume(ApiModel):
             raise ValueError(
                 f"volumes[{self.name}].mountPath {self.mount_path!r} overlaps the task "
                 f"pod's own mounts ({', '.join(TASK_POD_MOUNTS)}); mount it elsewhere"
+            )
+        if any(_nested(path, taken) for taken in IMAGE_PATHS):
+            raise ValueError(
+                f"volumes[{self.name}].mountPath {self.mount_path!r} overlaps the image's "
+                f"code or system directories ({', '.join(IMAGE_PATHS)}); mount it under "
+                "/data or /mnt"
             )
         return self
 
