@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -146,13 +147,16 @@ def _cmd_render(args: argparse.Namespace) -> int:
     import yaml
 
     from onceflow.api import parse_resources
+    from onceflow.logic.tenant_policy import policy_from
     from onceflow.render import render_resources
 
     documents: list[Any] = []
     for path in args.manifests:
         documents.extend(yaml.safe_load_all(Path(path).read_text()))
     try:
-        objects = render_resources(parse_resources(documents), args.generation, args.image)
+        # The operator's tenant policy, from the same variables the chart sets on it.
+        policy = policy_from(os.environ)
+        objects = render_resources(parse_resources(documents), args.generation, args.image, policy)
     except InvalidResourceError as error:
         print(_refusal(error), file=sys.stderr)
         return 1

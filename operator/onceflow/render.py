@@ -9,12 +9,14 @@ from importlib.metadata import version
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, Resource
+from onceflow.api.connector import ConnectorLookup
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import MANIFESTS, ResourceRef
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import KubernetesAuthority
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source, resolve_spark_job
 from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
 from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.model.objects import (
     DEFAULT_TASK_IMAGE,
@@ -26,17 +28,30 @@ from onceflow.model.objects import (
 )
 from onceflow.model.spark_app import job_configmap
 from onceflow.model.submission import submission_of
-from onceflow.runtime.plugins import load_connector
+from onceflow.runtime.plugins import operator_loader
+
+
+def _refused(resource: Resource, policy: TenantPolicy) -> list[Problem]:
+    """What the tenant policy refuses in one resource, as the webhook would."""
+    if isinstance(resource, Pipeline):
+        return policy.pipeline_problems(resource)
+    if isinstance(resource, SparkJob):
+        return policy.spark_job_problems(resource.spec)
+    return policy.image_problems(resource.spec.image)
 
 
 def render_source(
-    source: KafkaSource, pipeline: Pipeline | None, generation: int, image: str
+    source: KafkaSource,
+    pipeline: Pipeline | None,
+    generation: int,
+    image: str,
+    connectors: ConnectorLookup,
 ) -> list[dict[str, Any]]:
     secret = pipeline.spec.kafka.auth_secret_ref if pipeline else None
     desired = resolve_source(
         source,
         pipeline,
-        load_connector,
+        connectors,
         where=IN_MANIFESTS,
         kafka_config_dir=KAFKA_SECRET_MOUNT if secret else None,
     )
@@ -61,18 +76,29 @@ def render_spark_job(job: SparkJob, found: ResourceSet, image: str) -> list[dict
 
 
 def render_resources(
-    resources: Sequence[Resource], generation: int = 1, image: str = DEFAULT_TASK_IMAGE
+    resources: Sequence[Resource],
+    generation: int = 1,
+    image: str = DEFAULT_TASK_IMAGE,
+    policy: TenantPolicy = DEFAULT_POLICY,
 ) -> list[dict[str, Any]]:
     """Objects for every KafkaSource and SparkJob, in the pipeline's target mode; or
-    one error with every problem of every resource, as ``onceflow run`` reports them."""
+    one error with every problem of every resource, as ``onceflow run`` reports them.
+    ``policy``: what the platform allows tenants, as the operator is told it; what it
+    refuses, the preview refuses too (a reviewer never approves objects the operator
+    would not create)."""
     found = ResourceSet.of(resources)
+    connectors = operator_loader(policy.connector_modules)
     objects: list[dict[str, Any]] = []
     for namespace in sorted({namespace for namespace, _ in found.sources}):
         objects += task_rbac(namespace)
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        *(p for r in resources for p in labelled(ResourceRef.of(r).label, _refused(r, policy)))
+    ]
     for source in found.sources.values():
         try:
-            objects += render_source(source, found.pipeline_of(source), generation, image)
+            objects += render_source(
+                source, found.pipeline_of(source), generation, image, connectors
+            )
         except InvalidResourceError as error:
             problems += labelled(error.resource, error.problems)
     for job in found.spark_jobs.values():
@@ -80,7 +106,7 @@ def render_resources(
             objects += render_spark_job(job, found, image)
         except InvalidResourceError as error:
             problems += labelled(error.resource, error.problems)
-    problems += manifest_problems(resources, connectors=load_connector)
+    problems += manifest_problems(resources, connectors=connectors)
     if problems:
         raise InvalidResourceError(MANIFESTS, problems)
     return objects

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from onceflow.api import parse_resources
+from onceflow.api import InvalidResourceError, parse_resources
+from onceflow.logic.tenant_policy import policy_from
 from onceflow.render import render_resources
 from onceflow.standalone.supervisor import plan_run
 from tests.support.testbed import ROOT
@@ -496,3 +497,24 @@ def test_the_commands_print_one_problem_a_line_and_exit_1(tmp_path: Path) -> Non
         "caused; give each its own topic",
     ]
     assert outputs[0].stdout == "" and not (tmp_path / "state").exists()
+
+
+def test_render_refuses_what_the_operators_tenant_policy_refuses() -> None:
+    """Security review #12: a preview of objects the operator would not create."""
+    documents = _quickstart()
+    (pipeline,) = [d for d in documents if d["kind"] == "Pipeline"]
+    pipeline["spec"]["transactionalIdPrefix"] = "payments.orders"
+    (job,) = [d for d in documents if d["kind"] == "SparkJob"]
+    job["spec"]["sparkConf"] = {"spark.jars.packages": "evil:evil:1"}
+    with pytest.raises(InvalidResourceError) as refused:
+        render_resources(parse_resources(documents))
+    said = "\n".join(map(str, refused.value.problems))
+    assert "Pipeline 'quickstart': spec.transactionalIdPrefix: 'payments.orders' does not" in said
+    assert "SparkJob 'copier': spec.sparkConf['spark.jars.packages']" in said
+    allowed = policy_from(
+        {
+            "ONCEFLOW_ANY_TRANSACTIONAL_ID_PREFIX": "true",
+            "ONCEFLOW_SPARK_CONF_KEYS": "spark.jars.packages",
+        }
+    )
+    assert render_resources(parse_resources(documents), policy=allowed)

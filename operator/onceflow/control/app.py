@@ -10,7 +10,7 @@ from onceflow.control.kube import KubeClient, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
-from onceflow.logic.tenant_policy import TenantPolicy, image_prefix
+from onceflow.logic.tenant_policy import policy_from
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
 
 # Task pods run the operator's own image unless a source names another; the chart
@@ -39,15 +39,8 @@ def build_controllers() -> Controllers:
     # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
     # reported as Degraded and retried with backoff rather than waited on.
     fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))
-    # What the platform admin allows tenants beyond the defaults (logic.tenant_policy),
-    # each a comma-separated list.
-    policy = TenantPolicy(
-        extra_secret_keys=_names("ONCEFLOW_EXTRA_SECRET_KEYS"),
-        connector_modules=_names("ONCEFLOW_CONNECTOR_MODULES"),
-        spark_conf_keys=_names("ONCEFLOW_SPARK_CONF_KEYS"),
-        image_prefixes=tuple(sorted(map(image_prefix, _names("ONCEFLOW_IMAGE_PREFIXES")))),
-        any_prefix=os.environ.get("ONCEFLOW_ANY_TRANSACTIONAL_ID_PREFIX") == "true",
-    )
+    # What the platform admin allows tenants beyond the defaults (logic.tenant_policy).
+    policy = policy_from(os.environ)
     # Progressing for longer than this is reported as Degraded too (0: never).
     deadline = float(os.environ.get("ONCEFLOW_PROGRESS_DEADLINE_S", "600")) or None
     sources = SourceReconciler(

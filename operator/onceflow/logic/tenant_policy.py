@@ -214,6 +214,24 @@ DEFAULT_POLICY = TenantPolicy()
 """Nothing allowed beyond the defaults."""
 
 
+def _names(environ: Mapping[str, str], variable: str) -> frozenset[str]:
+    listed = environ.get(variable, "")
+    return frozenset(name.strip() for name in listed.split(",") if name.strip())
+
+
+def policy_from(environ: Mapping[str, str]) -> TenantPolicy:
+    """The policy the chart gives the operator, as environment variables (each list
+    comma-separated): read by the operator, and by ``onceflow render`` so that a
+    preview refuses what the operator would."""
+    return TenantPolicy(
+        extra_secret_keys=_names(environ, "ONCEFLOW_EXTRA_SECRET_KEYS"),
+        connector_modules=_names(environ, "ONCEFLOW_CONNECTOR_MODULES"),
+        spark_conf_keys=_names(environ, "ONCEFLOW_SPARK_CONF_KEYS"),
+        image_prefixes=tuple(sorted(map(image_prefix, _names(environ, "ONCEFLOW_IMAGE_PREFIXES")))),
+        any_prefix=environ.get("ONCEFLOW_ANY_TRANSACTIONAL_ID_PREFIX") == "true",
+    )
+
+
 def image_prefix(configured: str) -> str:
     """A configured registry or repository prefix, ending at a path boundary."""
     return configured if configured.endswith("/") else f"{configured}/"
