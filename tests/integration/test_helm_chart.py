@@ -338,6 +338,43 @@ def test_a_drivers_token_creates_only_executors_of_allowed_images_as_its_own_acc
             check=False,
         )
         assert "created (server dry run)" in admin.stdout, "only drivers' requests are judged"
+        # A driver annotates its own pod with progress (metadata only: allowed), but may
+        # not change what another pod of the namespace runs.
+        kubectl(
+            kubeconfig,
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            stdin=json.dumps(
+                {
+                    **_pod("example/app:1", account="default", labels={"app": "theirs"}),
+                    "metadata": {"name": "theirs", "labels": {"app": "theirs"}},
+                }
+            ),
+        )
+        as_driver = ("-n", namespace, f"--as={driver}")
+        annotated = kubectl(
+            kubeconfig,
+            "annotate",
+            "pod",
+            "theirs",
+            "onceflow.io/progress=1",
+            *as_driver,
+            check=False,
+        )
+        assert annotated.returncode == 0, annotated.stderr
+        swapped = kubectl(
+            kubeconfig,
+            "set",
+            "image",
+            "pod/theirs",
+            "executor=evil.example/anything:latest",
+            *as_driver,
+            check=False,
+        )
+        assert swapped.returncode != 0 and "denied request" in swapped.stderr, swapped.stderr
     finally:
         for d in documents:
             if d["kind"].startswith("ValidatingAdmissionPolicy"):
