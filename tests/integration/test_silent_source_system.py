@@ -5,6 +5,8 @@ holding a reconcile worker each; eight such sources held them all. Now the serve
 silence ends them with a problem naming ``config.url``.
 
 On the code before the fix the check never returns (the test's timeout fails it).
+And with the operator running, such sources no longer wait on reconcile workers at
+all: their checks run on threads of their own while every other source reconciles.
 
 The server is this module's own: a loopback socket speaking just enough of the
 protocol for libpq to log in (no SSL or GSS, trust authentication, the parameters
@@ -17,6 +19,7 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,8 +27,11 @@ from onceflow.connectors.postgres import answer_deadline
 from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import SettingError
 from onceflow.connectors.postgres.slot_retention import slot_retention
+from tests.integration.test_operator import pipeline, source
+from tests.support.cluster import running_operator
+from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 SSL_OR_GSS_REQUESTS = {80877103, 80877104}
 DEADLINE_S = 2.0
@@ -130,3 +136,51 @@ def test_the_retention_measurement_ends_when_the_database_stays_silent(
     config = {"url": silent_server, "mode": "cdc", "tables": ["orders"], "slot": "s"}
     with pytest.raises(SettingError, match="did not answer the retention query"):
         slot_retention(config, {})
+
+
+@pytest.mark.k8s
+@pytest.mark.kafka
+def test_sources_whose_systems_stay_silent_hold_no_reconcile_worker(
+    silent_server: str, kubeconfig: str, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """One reconcile worker, two sources on the silent database, then a healthy one:
+    its task pods are created while the silent checks are still being waited for (the
+    operator's own deadline, 20 s each, would hold that worker 40 s on the old code)."""
+    one_worker = (("ONCEFLOW_RECONCILE_WORKERS", "1"),)
+    with running_operator(kubeconfig, tmp_path, "silent", one_worker) as (cluster, _, _):
+        cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+        for index in range(2):
+            silent = source(1, f"silent-{index}")
+            silent["metadata"]["name"] = f"silent-{index}"
+            silent["spec"]["connector"] = {
+                "type": "postgres",
+                "config": {"url": silent_server, "mode": "cdc", "tables": ["t"], "slot": "s"},
+            }
+            cluster.create("kafkasources", silent)
+        wait_for(
+            lambda: all(
+                cluster.condition("kafkasources", f"silent-{i}", "Progressing").get("reason")
+                == "CheckingSourceSystem"
+                for i in range(2)
+            ),
+            15,
+            "both silent sources' checks asked",
+        )
+        cluster.create("kafkasources", source(1, "healthy.counts"))
+        wait_for(
+            lambda: bool(cluster.pods("onceflow.io/source=counter")),
+            15,
+            "the healthy source's task pod while the silent systems are being asked",
+        )
+        refused = cluster.condition("kafkasources", "silent-0", "Progressing")
+        assert refused.get("reason") == "CheckingSourceSystem", refused
+        wait_for(
+            lambda: (
+                cluster.condition("kafkasources", "silent-0", "Degraded").get("reason")
+                == "SourceSystemRefused"
+            ),
+            60,
+            "the silent source refused once the database's silence ran out",
+        )
+        message = cluster.condition("kafkasources", "silent-0", "Degraded")["message"]
+        assert "did not answer the check" in message, message

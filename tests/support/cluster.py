@@ -192,12 +192,17 @@ class OperatorProcess:
 
 @contextmanager
 def running_operator(
-    kubeconfig: str, tmp_path: Path, prefix: str
+    kubeconfig: str,
+    tmp_path: Path,
+    prefix: str,
+    environment: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
     install_crds(kubeconfig)
     namespace = new_namespace(kubeconfig, prefix)
     kubelet = LocalKubelet(kubeconfig, namespace, tmp_path / "kubelet").start()
-    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log").start()
+    operator = OperatorProcess(
+        kubeconfig, namespace, tmp_path / "operator.log", environment=environment
+    ).start()
     try:
         yield Cluster(kubeconfig, namespace), operator, kubelet
     finally:

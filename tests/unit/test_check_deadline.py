@@ -54,3 +54,69 @@ def test_a_check_that_never_returns_refuses_the_source_naming_the_connector(
         connector.released.set()
     assert problem.field == "spec.connector" and problem.reason == SOURCE_SYSTEM_REFUSED
     assert "silent connector's check did not finish" in problem.message
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_call_into_a_source_system_is_asked_once_and_answered_on_a_later_pass() -> None:
+    """The reconcile pass asks and moves on (security review High 3: silent systems
+    held every reconcile worker); the answer is taken once, then asked afresh."""
+    calls = source_check.SourceSystemCalls(workers=2)
+    done = threading.Event()
+    asked: list[int] = []
+
+    def check() -> int:
+        asked.append(1)
+        done.wait(5)
+        return 42
+
+    with pytest.raises(source_check.StillAskingError):
+        calls.answer("a", check)
+    with pytest.raises(source_check.StillAskingError):
+        calls.answer("a", check)  # still running: not asked twice
+    assert len(asked) == 1
+    done.set()
+    for _ in range(100):
+        try:
+            assert calls.answer("a", check) == 42
+            break
+        except source_check.StillAskingError:
+            threading.Event().wait(0.01)
+    else:
+        raise AssertionError("never answered")
+    with pytest.raises(source_check.StillAskingError):
+        calls.answer("a", check)  # the answer was handed out: a new question
+    with pytest.raises(source_check.StillAskingError):
+        calls.answer("b", lambda: {}["missing"])
+    for _ in range(100):
+        try:
+            calls.answer("b", lambda: 0)
+        except source_check.StillAskingError:
+            threading.Event().wait(0.01)
+        except KeyError:
+            break  # what the call raised, raised to the pass that takes it
+    else:
+        raise AssertionError("the failure never came back")
+
+
+def test_a_source_system_silent_past_the_deadline_is_a_timeout_and_holds_no_pass() -> None:
+    clock = Clock()
+    calls = source_check.SourceSystemCalls(workers=1, deadline_s=60, clock=clock)
+    never = threading.Event()
+    try:
+        with pytest.raises(source_check.StillAskingError):
+            calls.answer("silent", never.wait)
+        clock.now = 59
+        with pytest.raises(source_check.StillAskingError):
+            calls.answer("silent", never.wait)
+        clock.now = 61
+        with pytest.raises(TimeoutError):
+            calls.answer("silent", never.wait)
+    finally:
+        never.set()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from pydantic import ValidationError
 
@@ -73,13 +74,14 @@ from onceflow.model.objects import (
     task_pod,
     task_rbac,
 )
+from onceflow.model.spark_app import digest
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 from onceflow.runtime.source_check import (
-    CHECK_DEADLINE_S,
     SOURCE_SYSTEM_REFUSED,
+    SourceSystemCalls,
+    StillAskingError,
     source_system_problems,
-    within,
 )
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,16 @@ PLURAL = "kafkasources"
 MAX_STEPS_PER_PASS = 8
 # A refused source (table missing, cluster down) is asked again at this pace.
 SOURCE_CHECK_RETRY_S = 30.0
+# How soon a pass comes back for a check still being answered.
+SOURCE_SYSTEM_POLL_S = 2.0
+
+
+def _digest(source: KafkaSource, secrets: Mapping[str, str]) -> str:
+    """What a check's answer is about: the spec and the connector's Secret as asked,
+    so that an answer about an edited source is never taken for the new one."""
+    spec = source.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return digest({"spec": spec, "secrets": dict(sorted(secrets.items()))})
+
 
 FenceIds = Callable[..., FencingReport]
 
@@ -100,6 +112,8 @@ class SourceReconciler:
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
+    source_systems: SourceSystemCalls = field(default_factory=SourceSystemCalls)
+    """Where checks and measurements of source systems run: never a reconcile worker."""
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -292,9 +306,19 @@ class SourceReconciler:
                 message = refusal_message(secret_ref.name, refused, "spec.connector.secretRef")
                 self._degrade(obj, KAFKA_SETTING_REFUSED, message)
                 raise RetryLaterError(message, SOURCE_CHECK_RETRY_S)
-        problems = source_system_problems(
-            source.spec, secrets, shares_task_filesystem=False, load=self.connectors
-        )
+        key = ("check", source.metadata.namespace, source.metadata.name, _digest(source, secrets))
+        try:
+            problems = source_system_problems(
+                source.spec,
+                secrets,
+                shares_task_filesystem=False,
+                load=self.connectors,
+                ask=partial(self.source_systems.answer, key),
+            )
+        except StillAskingError:
+            message = "asking the source system whether the source can run"
+            self._wait(obj, "CheckingSourceSystem", message)
+            raise RetryLaterError(message, SOURCE_SYSTEM_POLL_S) from None
         if problems:
             message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"
             self._degrade(obj, SOURCE_SYSTEM_REFUSED, message)
@@ -319,11 +343,13 @@ class SourceReconciler:
         connector = self.connectors(source.spec.connector.type)
         try:
             secrets = self._connector_secrets(source)
-            found = within(
-                CHECK_DEADLINE_S,
+            found = self.source_systems.answer(
+                ("retention", source.metadata.namespace, source.metadata.name),
                 lambda: connector.retention(source.spec.connector.config, secrets),
             )
             return None if found is None else RetentionStatus.measured(found)
+        except StillAskingError:  # measured on its own thread; a later pass takes it
+            return last
         except Exception as error:  # a source system's or a connector's failure
             log.warning(
                 "%s: what its source system keeps was not measured: %s", source.metadata.name, error

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+import time
+from collections.abc import Callable, Hashable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
+from onceflow.api.connector import ConfigProblem
 from onceflow.api.errors import Problem
 from onceflow.api.source import KafkaSourceSpec
 from onceflow.logic.preflight import judge_source_check
@@ -21,11 +25,19 @@ log = logging.getLogger(__name__)
 
 SOURCE_SYSTEM_REFUSED = "SourceSystemRefused"
 CHECK_DEADLINE_S = 60.0
-"""A connector's check runs in the operator, on a reconcile worker: one that never
-returns (a source system that accepts a connection and stays silent) must not hold
-the worker. The built-in connectors bound their own calls well within it."""
+"""A connector's check or measurement that has not answered in this long counts as
+failed: a source system that accepts a connection and stays silent must not keep a
+source waiting for ever. The built-in connectors bound their own calls well within it."""
+SOURCE_SYSTEM_WORKERS = 4
+"""Threads the operator gives calls into source systems. They are not the reconcile
+workers: eight silent databases once held all eight of those, and every tenant's
+reconciles and finalizers stopped. Now they can hold these four, and only checks wait."""
 
 T = TypeVar("T")
+
+
+class StillAskingError(Exception):
+    """The source system has not answered yet; ask again on a later pass."""
 
 
 def within(seconds: float, call: Callable[[], T]) -> T:
@@ -50,22 +62,70 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     return result[0]
 
 
+@dataclass
+class SourceSystemCalls:
+    """Calls into tenants' source systems on threads of their own, so that a reconcile
+    pass asks and moves on instead of waiting: the first ``answer`` for a key starts
+    the call and raises ``StillAskingError``, a later one returns its result (or raises
+    what it raised, or TimeoutError once ``deadline_s`` passed since it was asked).
+    Each answer is handed out once; the next ``answer`` for the key asks again."""
+
+    workers: int = SOURCE_SYSTEM_WORKERS
+    deadline_s: float = CHECK_DEADLINE_S
+    clock: Callable[[], float] = time.monotonic
+    _pool: ThreadPoolExecutor = field(init=False)
+    _asked: dict[Hashable, tuple[float, Future[Any]]] = field(init=False, default_factory=dict)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="source-system")
+
+    def answer(self, key: Hashable, call: Callable[[], T]) -> T:
+        with self._lock:
+            now = self.clock()
+            self._forget_unclaimed(now)
+            asked = self._asked.get(key)
+            if asked is None:
+                self._asked[key] = (now, self._pool.submit(call))
+                raise StillAskingError(key)
+            since, future = asked
+            if not future.done():
+                if now - since < self.deadline_s:
+                    raise StillAskingError(key)
+                del self._asked[key]  # its thread ends when the connector's bound does
+                raise TimeoutError(f"no answer within {self.deadline_s:.0f} s")
+            del self._asked[key]
+        return cast(T, future.result())
+
+    def _forget_unclaimed(self, now: float) -> None:
+        """Answers nobody came back for (a source deleted or edited meanwhile)."""
+        stale = [k for k, (since, _) in self._asked.items() if now - since > 10 * self.deadline_s]
+        for key in stale:
+            del self._asked[key]
+
+
 def source_system_problems(
     spec: KafkaSourceSpec,
     secrets: Mapping[str, str],
     *,
     shares_task_filesystem: bool,
     load: ConnectorLoader = load_connector,
+    ask: Callable[[Callable[[], list[ConfigProblem]]], list[ConfigProblem]] | None = None,
 ) -> list[Problem]:
-    """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty)."""
+    """``spec`` has passed preflight; ``secrets`` is its connector's Secret (or empty).
+    ``ask``: how the check is run (``SourceSystemCalls.answer`` with a key, which may
+    raise ``StillAskingError``); by default, here and now within the deadline."""
     connector = load(spec.connector.type)
-    try:
-        found = within(
-            CHECK_DEADLINE_S,
-            lambda: connector.check(
-                spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
-            ),
+
+    def check() -> list[ConfigProblem]:
+        return connector.check(
+            spec.connector.config, secrets, shares_task_filesystem=shares_task_filesystem
         )
+
+    try:
+        found = ask(check) if ask else within(CHECK_DEADLINE_S, check)
+    except StillAskingError:
+        raise
     except TimeoutError:
         return [
             Problem(
