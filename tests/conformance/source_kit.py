@@ -122,8 +122,31 @@ class SourceFault:
     ends_tasks: tuple[str, ...] = ()
     """For a connector whose tasks exit on such a fault and count on their restart (as
     a pod's container is restarted): words one of which the log of a task it ended
-    shows. The kit restarts such a task, once the fault struck; any other exit of a
+    shows. The kit restarts such a task, once the fault struck and for
+    ENDED_BY_FAULT_S after it, each task at most once per strike; any other exit of a
     task by itself fails the run."""
+
+
+ENDED_BY_FAULT_S = 60.0
+"""How long after a strike a task's exit may still be that strike's doing: a restarted
+task that keeps exiting later fails the run rather than being restarted for good."""
+
+
+@dataclass
+class ExpectedExit:
+    """A struck fault's leave to end tasks: one exit of each task, saying one of
+    ``words``, until ``until`` (monotonic seconds)."""
+
+    words: tuple[str, ...]
+    until: float
+    restarted: set[int] = field(default_factory=set)
+
+    def explains(self, task: int, said: str) -> bool:
+        return (
+            time.monotonic() < self.until
+            and task not in self.restarted
+            and any(w in said for w in self.words)
+        )
 
 
 @dataclass(frozen=True)
@@ -308,8 +331,8 @@ class _KitRun:
         self.tasks: list[TaskProcess] = []
         self.watch: TransactionWatch | None = None
         self.aborted_at_change = 0
-        self.expected_exits: tuple[str, ...] = ()
-        """What the log of a task a struck fault ended may say (SourceFault.ends_tasks)."""
+        self.expected_exits: list[ExpectedExit] = []
+        """Exits struck faults may cause, while they may (SourceFault.ends_tasks)."""
         self.restarts = 0
 
     def _plan(self, tasks_max: int, name: str | None = None) -> DesiredTasks:
@@ -394,7 +417,12 @@ class _KitRun:
             if not task.alive:
                 code, tail = task.wait(0), _log_tail(task.log_path)
                 said = task.log_of_this_run()
-                if code == ExitCode.ERROR and any(w in said for w in self.expected_exits):
+                expected = next(
+                    (e for e in self.expected_exits if e.explains(task.settings.task_id, said)),
+                    None,
+                )
+                if code == ExitCode.ERROR and expected is not None:
+                    expected.restarted.add(task.settings.task_id)
                     self.restarts += 1
                     task.start()
                     continue
@@ -449,7 +477,9 @@ class _KitRun:
 
     def _striker(self, fault: SourceFault) -> Callable[[], FaultEvent]:
         def strike() -> FaultEvent:
-            self.expected_exits += fault.ends_tasks
+            if fault.ends_tasks:
+                until = time.monotonic() + ENDED_BY_FAULT_S
+                self.expected_exits.append(ExpectedExit(fault.ends_tasks, until))
             return self._event("source", fault.name, fault.strike())
 
         return strike
