@@ -36,7 +36,7 @@ def _refused(resource: Resource, policy: TenantPolicy) -> list[Problem]:
     if isinstance(resource, Pipeline):
         return policy.pipeline_problems(resource)
     if isinstance(resource, SparkJob):
-        return policy.spark_job_problems(resource.spec)
+        return policy.spark_job_problems(resource)
     return policy.image_problems(resource.spec.image)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from onceflow.api.spark import SparkJobSpec
-from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, image_prefix
+from onceflow.api.spark import SparkJob, SparkJobSpec
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, image_prefix, policy_from
 
 
 @pytest.mark.parametrize(
@@ -95,6 +95,10 @@ def test_a_key_or_value_spark_would_read_as_another_setting_is_refused_even_if_a
 
 
 def _spec(**fields: object) -> SparkJobSpec:
+    return _job(**fields).spec
+
+
+def _job(namespace: str = "team-a", **fields: object) -> SparkJob:
     base = {
         "pipeline": "p",
         "input": {"topics": ["t"]},
@@ -102,11 +106,18 @@ def _spec(**fields: object) -> SparkJobSpec:
         "sink": {"kafka": {"topic": "out", "partitions": 1}},
         "checkpoint": {"path": "/tmp/c"},
     }
-    return SparkJobSpec.model_validate({**base, **fields})
+    return SparkJob.model_validate(
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "SparkJob",
+            "metadata": {"name": "j", "namespace": namespace},
+            "spec": {**base, **fields},
+        }
+    )
 
 
 def test_environment_that_loads_code_or_options_is_refused_wherever_it_is_set() -> None:
-    spec = _spec(
+    job = _job(
         env=[{"name": "TZ", "value": "UTC"}, {"name": "JAVA_TOOL_OPTIONS", "value": "-Dx=y"}],
         sparkConf={
             "spark.executorEnv.LD_PRELOAD": "/tmp/x.so",
@@ -115,7 +126,7 @@ def test_environment_that_loads_code_or_options_is_refused_wherever_it_is_set() 
             "spark.executorEnv.LANG": "C.UTF-8",
         },
     )
-    refused = DEFAULT_POLICY.spark_job_problems(spec)
+    refused = DEFAULT_POLICY.spark_job_problems(job)
     assert [p.field for p in refused] == [
         "spec.env[1].name",
         "spec.sparkConf['spark.executorEnv.LD_PRELOAD']",
@@ -123,7 +134,7 @@ def test_environment_that_loads_code_or_options_is_refused_wherever_it_is_set() 
         "spec.sparkConf['spark.kubernetes.driverEnv.PYTHONPATH']",
     ]
     allowed = TenantPolicy(spark_conf_keys=frozenset({"spark.executorEnv.JAVA_TOOL_OPTIONS"}))
-    assert "spec.env[1].name" not in [p.field for p in allowed.spark_job_problems(spec)]
+    assert "spec.env[1].name" not in [p.field for p in allowed.spark_job_problems(job)]
 
 
 def test_the_platform_allows_keys_by_name_or_prefix() -> None:
@@ -149,3 +160,24 @@ def test_images_come_from_the_allowed_registries_when_the_platform_names_some() 
     assert policy.image_problems("ghcr.io/onceflow/onceflow:0.1") == []
     (refused,) = policy.image_problems("registry.example.com.evil.io/x:1")
     assert refused.field == "spec.image" and refused.reason == "ImageRefused"
+
+
+def test_checkpoints_and_file_sinks_stay_in_their_namespaces_storage() -> None:
+    """Security review #4: with free URIs, one tenant's driver reads and rewrites
+    another's checkpoints and outputs wherever its identity reaches."""
+    policy = policy_from({"ONCEFLOW_STORAGE_PREFIXES": "s3a://lake/{namespace}/,gs://eu"})
+    own = _job(checkpoint={"path": "s3a://lake/team-a/orders/ck"})
+    assert policy.spark_job_problems(own) == []
+    theirs = _job(
+        checkpoint={"path": "S3A://lake/team-a/../team-b/orders/ck"},
+        sink={"files": {"path": "s3a://lake/team-a-evil/out", "format": "json"}},
+    )
+    assert [(p.field, p.reason) for p in policy.spark_job_problems(theirs)] == [
+        ("spec.checkpoint.path", "StorageRefused"),
+        ("spec.sink.files.path", "StorageRefused"),
+    ]
+    (problem, _) = policy.spark_job_problems(theirs)
+    assert "is outside this namespace's storage (gs://eu, s3a://lake/team-a/)" in problem.message
+    pod_local = _job(checkpoint={"pvc": "ck"}, sink={"files": {"path": "/tmp/out"}})
+    assert policy.spark_job_problems(pod_local) == [], "a claim and a pod's own disk"
+    assert DEFAULT_POLICY.spark_job_problems(theirs) == [], "no prefixes: anywhere"

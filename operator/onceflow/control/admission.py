@@ -69,7 +69,7 @@ def _review_alone(
         connectors = operator_loader(policy.connector_modules)
         return _verdict(resolve_source(resource, pipeline, connectors, where=_where(namespace)))
     if isinstance(resource, SparkJob):
-        if refused := policy.spark_job_problems(resource.spec):
+        if refused := policy.spark_job_problems(resource):
             return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
     if refused := policy.pipeline_problems(resource):

@@ -133,7 +133,7 @@ class SparkJobReconciler:
         )
         if isinstance(settings, list):
             raise invalid_workload(settings)
-        if refused := self.policy.spark_job_problems(job.spec):
+        if refused := self.policy.spark_job_problems(job):
             raise invalid_workload(refused)
         code = job.spec.transform.config_map
         files = self.kube.configmap_data(namespace, code) if code else None

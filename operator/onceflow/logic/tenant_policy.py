@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from onceflow.api.errors import Problem
 from onceflow.api.pipeline import Pipeline
-from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJobSpec
+from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJob, SparkJobSpec
 from onceflow.logic.spark_conf_rules import smuggled, tenant_rule, value_refused
+from onceflow.model.checkpoint_places import path_place
 
 # Spark's keys for plain environment variables, judged by the variable's name.
 ENV_CONF_PREFIXES = ("spark.executorEnv.", "spark.kubernetes.driverEnv.")
@@ -109,6 +110,11 @@ class TenantPolicy:
     Each ends in "/" (``image_prefix``): "registry.example.com" must not admit
     "registry.example.com.evil.io/x"."""
 
+    storage_prefixes: tuple[str, ...] = ()
+    """Where a SparkJob's checkpoint and file sink may be, each with ``{namespace}``
+    standing for the job's namespace (``s3a://lake/{namespace}/``); empty: anywhere.
+    With one cloud identity per namespace, the identity's own policy bounds what a
+    driver can reach; this bounds what a tenant may name, whatever the identity."""
     any_prefix: bool = False
     """Whether a Pipeline's ``spec.transactionalIdPrefix`` may be any string (a cluster
     of one team), rather than one of its own namespace's."""
@@ -141,13 +147,43 @@ class TenantPolicy:
             for allowed in self.spark_conf_keys
         )
 
-    def spark_job_problems(self, spec: SparkJobSpec) -> list[Problem]:
+    def spark_job_problems(self, job: SparkJob) -> list[Problem]:
         """Everything in a SparkJob the platform does not allow, by field."""
+        spec = job.spec
         return (
             self.spark_conf_problems(spec.spark_conf)
             + self._env_problems(spec)
             + self.image_problems(spec.image)
+            + self._storage_problems(job)
         )
+
+    def _storage_problems(self, job: SparkJob) -> list[Problem]:
+        """Checkpoint and file-sink URIs outside the namespace's storage. A path of the
+        pod's own file system is the pod's (a claim is mounted, never a shared path)."""
+        if not self.storage_prefixes:
+            return []
+        namespace = job.metadata.namespace
+        allowed = [p.replace("{namespace}", namespace) for p in self.storage_prefixes]
+        places = [path_place(p) for p in allowed]
+        named = {
+            "spec.checkpoint.path": job.spec.checkpoint.path,
+            "spec.sink.files.path": job.spec.sink.files.path if job.spec.sink.files else None,
+        }
+        problems = []
+        for field, uri in named.items():
+            if uri is None or (place := path_place(uri)).local:
+                continue
+            if not any(place.within(prefix) for prefix in places):
+                problems.append(
+                    Problem(
+                        field,
+                        f"{uri!r} is outside this namespace's storage ({', '.join(allowed)}): "
+                        "a tenant reads and writes only its own checkpoints and outputs; "
+                        "use a path under one of them",
+                        reason="StorageRefused",
+                    )
+                )
+        return problems
 
     def _env_problems(self, spec: SparkJobSpec) -> list[Problem]:
         """Variables that load code or options at start, from ``env`` or from sparkConf's
@@ -228,6 +264,7 @@ def policy_from(environ: Mapping[str, str]) -> TenantPolicy:
         connector_modules=_names(environ, "ONCEFLOW_CONNECTOR_MODULES"),
         spark_conf_keys=_names(environ, "ONCEFLOW_SPARK_CONF_KEYS"),
         image_prefixes=tuple(sorted(map(image_prefix, _names(environ, "ONCEFLOW_IMAGE_PREFIXES")))),
+        storage_prefixes=tuple(sorted(_names(environ, "ONCEFLOW_STORAGE_PREFIXES"))),
         any_prefix=environ.get("ONCEFLOW_ANY_TRANSACTIONAL_ID_PREFIX") == "true",
     )
 

@@ -37,10 +37,16 @@ class CheckpointPlace:
 
     def overlaps(self, other: CheckpointPlace) -> bool:
         """One store, and one path equal to or inside the other."""
-        if self.store != other.store:
-            return False
-        shorter = min(len(self.parts), len(other.parts))
-        return self.parts[:shorter] == other.parts[:shorter]
+        return self.within(other) or other.within(self)
+
+    def within(self, other: CheckpointPlace) -> bool:
+        """One store, and this path equal to or inside ``other``'s."""
+        return self.store == other.store and self.parts[: len(other.parts)] == other.parts
+
+    @property
+    def local(self) -> bool:
+        """A path of the driver's (or executor's) own file system."""
+        return self.store in (LOCAL, RELATIVE)
 
     def __str__(self) -> str:
         return f"{self.store}/{'/'.join(self.parts)}"
@@ -55,11 +61,16 @@ def place_of(job: SparkJob) -> CheckpointPlace:
     if checkpoint.pvc:
         return CheckpointPlace(f"pvc:{job.metadata.namespace}/{checkpoint.pvc}", ())
     assert checkpoint.path, "a checkpoint has a claim or a path"
-    split = urlsplit(checkpoint.path)
+    return path_place(checkpoint.path)
+
+
+def path_place(uri: str) -> CheckpointPlace:
+    """Where a path or URI points, as Hadoop's file systems would find it."""
+    split = urlsplit(uri)
     scheme = split.scheme.lower()
     if scheme == "":  # a bare path: a relative one is relative to every driver of a run
-        store = LOCAL if checkpoint.path.startswith("/") else RELATIVE
-        path = checkpoint.path
+        store = LOCAL if uri.startswith("/") else RELATIVE
+        path = uri
     elif scheme == "file":
         store, path = LOCAL, split.path
     else:
