@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from onceflow.connectors import kafka_mirror
 from onceflow.connectors.postgres import answer_deadline
 from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import SettingError
 from onceflow.connectors.postgres.slot_retention import slot_retention
+from onceflow.runtime.plugins import load_connector
 from tests.integration.test_operator import pipeline, source
 from tests.support.cluster import running_operator
 from tests.support.waiting import wait_for
@@ -184,3 +186,59 @@ def test_sources_whose_systems_stay_silent_hold_no_reconcile_worker(
         )
         message = cluster.condition("kafkasources", "silent-0", "Degraded")["message"]
         assert "did not answer the check" in message, message
+
+
+@pytest.fixture
+def closing_port() -> Iterator[int]:
+    """A loopback port that accepts a connection and closes it at once: open, and
+    speaking neither PostgreSQL nor Kafka."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_checks_say_the_same_of_a_closed_port_and_an_open_one_that_is_not_the_system(
+    closing_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Security review #8: the operator's checks connect from the operator's pod, and
+    their messages told a tenant "Connection refused" from "server closed the
+    connection": a scan of the operator's network through status. Only what a real
+    server says (a refused login) may pass."""
+    closed = _closed_port()
+    monkeypatch.setattr(kafka_mirror, "CHECK_TIMEOUT_S", 2.0)  # neither port will answer
+
+    def postgres(port: int) -> str:
+        config = {"url": f"postgresql://app@127.0.0.1:{port}/shop", "mode": "cdc"}
+        (problem,) = source_problems({**config, "tables": ["t"], "slot": "s"}, {})
+        return problem.message.replace(str(port), "PORT")
+
+    def kafka(port: int) -> str:
+        config = {"bootstrapServers": f"127.0.0.1:{port}", "topics": ["t"]}
+        mirror = load_connector("kafka")
+        (problem,) = mirror.check(config, {}, shares_task_filesystem=False)
+        return problem.message.replace(str(port), "PORT")
+
+    assert postgres(closed) == postgres(closing_port), postgres(closed)
+    assert "refused" not in postgres(closed).lower()
+    assert kafka(closed) == kafka(closing_port), kafka(closed)

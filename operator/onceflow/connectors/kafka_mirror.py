@@ -112,9 +112,15 @@ def source_consumer(bootstrap: str, secrets: Mapping[str, str]) -> Consumer:
 
 
 def _no_answer(bootstrap: str, error: KafkaException) -> str:
+    """What a tenant is told of a cluster that did not answer. The operator asks from
+    its own pod, so how a connection failed (refused, timed out, closed) would tell
+    the tenant which of the operator's network's ports are open: only a broker's own
+    refusal of the login, which takes a broker to say, is passed on."""
+    code = error.args[0].code() if error.args and hasattr(error.args[0], "code") else None
+    said = f" ({error})" if code == KafkaError._AUTHENTICATION else ""
     return (
-        f"the source cluster at {bootstrap!r} did not answer ({error}); check the address "
-        "and the connector's secretRef"
+        f"the source cluster at {bootstrap!r} did not answer as a Kafka cluster{said}; "
+        "check the address and the connector's secretRef"
     )
 
 

@@ -153,11 +153,15 @@ def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.C
     try:
         return psycopg.connect(conninfo(url, secrets, application), autocommit=True)
     except psycopg.OperationalError as error:
+        # A server's own refusal (a wrong password, no such database) has an SQLSTATE
+        # and takes a PostgreSQL server to say; how a connection failed below that
+        # (refused, timed out, closed) would tell a tenant, through the operator's
+        # check, which ports of the operator's network are open.
+        said = f" ({masked(str(error).strip(), secrets)})" if error.sqlstate else ""
         raise SettingError(
             "url",
-            f"the database did not accept the connection "
-            f"({masked(str(error).strip(), secrets)}); check the address and the "
-            "connector's secretRef",
+            f"the database did not accept the connection{said}; check the address and "
+            "the connector's secretRef",
         ) from None
 
 
