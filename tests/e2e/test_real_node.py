@@ -480,3 +480,43 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
         for pod in pods:
             assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     _the_cluster_role_grants_what_the_operator_used(run)
+    _a_drivers_token_starts_nothing_but_executors(run)
+
+
+# Run in the driver's container as the job's code could: its token, the API server,
+# a pod any image could be given.
+FOREIGN_POD = """
+import json, sys
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+config.load_incluster_config()
+namespace = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read()
+pod = {"metadata": {"name": "not-an-executor"}, "spec": {"containers": [
+    {"name": "x", "image": "evil.example/anything:latest", "command": ["sleep", "1d"]}]}}
+try:
+    client.CoreV1Api().create_namespaced_pod(namespace, pod, dry_run="All")
+    print(json.dumps({"created": True}))
+except ApiException as error:
+    print(json.dumps({"created": False, "status": error.status, "body": error.body}))
+"""
+
+
+def _a_drivers_token_starts_nothing_but_executors(run: Run) -> None:
+    """Security review #2 on the node: code in the driver reads the driver's token
+    (it can: Spark needs it to start executors) and asks for a pod of its own; the
+    chart's admission policy refuses it. Executors have no token to read at all."""
+    (driver,) = run.node.running_pods(run.namespace, DRIVER)
+    said = run.node.kubectl(
+        "exec", "-n", run.namespace, driver["metadata"]["name"], "--",
+        "python3", "-c", FOREIGN_POD,
+    )  # fmt: skip
+    answer = json.loads(said.strip().splitlines()[-1])
+    assert answer["created"] is False and answer["status"] == 422, answer
+    assert "spark-pods" in answer["body"] and "denied request" in answer["body"], answer
+    for executor in run.node.get("pods", run.namespace, EXECUTOR):
+        assert executor["spec"]["automountServiceAccountToken"] is False
+        assert not any(
+            m["mountPath"].startswith("/var/run/secrets/kubernetes.io")
+            for c in executor["spec"]["containers"]
+            for m in c.get("volumeMounts", [])
+        ), executor["metadata"]["name"]

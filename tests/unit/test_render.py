@@ -138,6 +138,7 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
     # The Spark operator submits from its own pod: the template travels in the object.
     template = app["spec"]["executor"]["template"]
     assert template["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert template["spec"]["automountServiceAccountToken"] is False, "executors need no token"
     assert "spark.kubernetes.executor.podTemplateFile" not in app["spec"]["sparkConf"]
 
     for document in documents:

@@ -49,14 +49,20 @@ EXECUTOR_TEMPLATE = "executor-pod.json"
 def executor_pod_template(job: SparkJob) -> Manifest:
     """Spark builds executor pods itself; a pod template (JSON is YAML) is how they get
     the security context Pod Security "restricted" asks for, and the job's ``env``
-    (Secret references intact) the same way whichever submitter runs the job."""
+    (Secret references intact) the same way whichever submitter runs the job.
+    Executors never call the API server (the driver manages them), so they get no
+    ServiceAccount token for the job's code to read."""
     container: Manifest = {"name": "executor", "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT}
     if job.spec.env:
         container["env"] = job.spec.env_manifest
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "spec": {"securityContext": POD_SECURITY_CONTEXT, "containers": [container]},
+        "spec": {
+            "securityContext": POD_SECURITY_CONTEXT,
+            "automountServiceAccountToken": False,
+            "containers": [container],
+        },
     }
 
 
