@@ -38,6 +38,7 @@ def test_chart_lints_and_every_rendered_object_is_accepted(kubeconfig: str) -> N
         "ClusterRoleBinding",
         "CustomResourceDefinition",
         "Deployment",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "Role",
         "RoleBinding",
