@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
+from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
 from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 
@@ -42,7 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # The supervisor fences and reads offsets with blocking client calls on this thread.
     stop = stop_on_signals()
     supervisor = Supervisor(
-        [Path(p) for p in args.manifests],
+        ManifestSources.of(_manifests(args), sys.stdin),
         bootstrap=args.bootstrap,
         state_dir=Path(args.state_dir),
         progress=not args.quiet,
@@ -50,7 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         supervisor.run(stop)
-    except (InvalidResourceError, StateDirLockedError) as error:
+    except (InvalidResourceError, StateDirLockedError, ManifestFileError) as error:
         print(_refusal(error), file=sys.stderr)
         return 1
     return 0
@@ -143,6 +144,14 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _manifest_arguments(command: argparse.ArgumentParser) -> None:
+    files = "files or directories of Onceflow resources (and Secrets, ConfigMaps); - for stdin"
+    command.add_argument("manifests", nargs="*", help=files)
+    command.add_argument(
+        "-f", "--filename", action="append", help="as the positional ones (repeatable)"
+    )
+
+
 def _cmd_render(args: argparse.Namespace) -> int:
     import yaml
 
@@ -150,18 +159,25 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from onceflow.logic.tenant_policy import policy_from
     from onceflow.render import render_resources
 
-    documents: list[Any] = []
-    for path in args.manifests:
-        documents.extend(yaml.safe_load_all(Path(path).read_text()))
     try:
+        documents = ManifestSources.of(_manifests(args), sys.stdin).documents()
         # The operator's tenant policy, from the same variables the chart sets on it.
         policy = policy_from(os.environ)
         objects = render_resources(parse_resources(documents), args.generation, args.image, policy)
-    except InvalidResourceError as error:
+    except (InvalidResourceError, ManifestFileError) as error:
         print(_refusal(error), file=sys.stderr)
         return 1
-    print(yaml.dump_all(objects, Dumper=block_text_dumper(yaml), sort_keys=False), end="")
+    if args.output == "json":
+        listed = {"apiVersion": "v1", "kind": "List", "items": objects}
+        print(json.dumps(listed, indent=2))
+    else:
+        print(yaml.dump_all(objects, Dumper=block_text_dumper(yaml), sort_keys=False), end="")
     return 0
+
+
+def _manifests(args: argparse.Namespace) -> list[str]:
+    """Positional files and ``-f`` ones, in the order given (kubectl's -f)."""
+    return [*(args.filename or []), *args.manifests]
 
 
 def _cmd_spark_job(args: argparse.Namespace) -> int:
@@ -215,12 +231,25 @@ def _add_child_command(
     command.set_defaults(handler=handler)
 
 
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("onceflow")
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"onceflow {_version()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onceflow", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"onceflow {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("version", help="print the version").set_defaults(handler=_cmd_version)
 
     run = commands.add_parser("run", help="run the KafkaSources of manifests locally")
-    run.add_argument("manifests", nargs="+", help="YAML files with Pipeline and KafkaSource")
+    _manifest_arguments(run)
     run.add_argument("--bootstrap", help="override spec.kafka.bootstrapServers")
     run.add_argument("--state-dir", default=".onceflow/standalone", help="durable state")
     run.add_argument("--quiet", action="store_true", help="no periodic progress lines")
@@ -277,7 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     operator.set_defaults(handler=_cmd_operator)
 
     render = commands.add_parser("render", help="print the objects the operator would create")
-    render.add_argument("manifests", nargs="+", help="YAML files with Pipeline and KafkaSource")
+    _manifest_arguments(render)
+    render.add_argument(
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
+    )
     render.add_argument("--generation", type=int, default=1, help="generation to render")
     render.add_argument("--image", default=DEFAULT_TASK_IMAGE, help="task image")
     render.set_defaults(handler=_cmd_render)

@@ -14,6 +14,7 @@ import yaml
 
 from onceflow.api import InvalidResourceError, parse_resources
 from onceflow.logic.tenant_policy import policy_from
+from onceflow.manifest_files import ManifestSources
 from onceflow.render import render_resources
 from onceflow.standalone.supervisor import plan_run
 from tests.support.testbed import ROOT
@@ -420,7 +421,7 @@ def _refusals(documents: list[dict[str, Any]], tmp_path: Path) -> tuple[str, str
     manifest = tmp_path / "pipeline.yaml"
     manifest.write_text(yaml.safe_dump_all(documents))
     with pytest.raises(ValueError) as planned:
-        plan_run([manifest], None, tmp_path / "state")
+        plan_run(ManifestSources((str(manifest),)).documents(), None, tmp_path / "state")
     assert not (tmp_path / "state").exists(), "nothing is written before the refusal"
     return str(rendered.value), str(planned.value)
 

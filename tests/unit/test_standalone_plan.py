@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from onceflow.api import InvalidResourceError
+from onceflow.manifest_files import ManifestSources
 from onceflow.standalone.supervisor import SourceSupervisor, plan_run
 
 
@@ -47,7 +48,7 @@ def _documents(sink: dict[str, Any], *extra: dict[str, Any], sources: Any = None
 def _plan(tmp_path: Path, documents: list[Any], bootstrap: str | None = None) -> Any:
     manifest = tmp_path / "pipeline.yaml"
     manifest.write_text(yaml.safe_dump_all(documents))
-    return plan_run([manifest], bootstrap, tmp_path / "state")
+    return plan_run(ManifestSources((str(manifest),)).documents(), bootstrap, tmp_path / "state")
 
 
 def test_a_spark_job_reads_its_source_topic_committed_and_checkpoints_in_the_state_dir(

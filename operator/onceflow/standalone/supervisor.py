@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from onceflow.api import InvalidResourceError, Resource, parse_resources
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import MANIFESTS, ResourceRef
@@ -50,6 +48,7 @@ from onceflow.logic.protocol import (
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
 from onceflow.logic.resource_set import ResourceSet
 from onceflow.logic.topic_ownership import manifest_problems
+from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
@@ -101,10 +100,7 @@ def _secret_data(document: dict[str, Any]) -> dict[str, str]:
     return data
 
 
-def load_manifests(paths: Sequence[Path]) -> Manifests:
-    documents: list[dict[str, Any]] = []
-    for path in paths:
-        documents.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+def load_manifests(documents: Sequence[dict[str, Any]]) -> Manifests:
     resources = parse_resources(d for d in documents if not _is_secret(d) and not _is_config_map(d))
     return Manifests(
         resources=resources,
@@ -122,9 +118,11 @@ class RunPlan:
     secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
-def plan_run(paths: Sequence[Path], bootstrap_override: str | None, state_dir: Path) -> RunPlan:
+def plan_run(
+    documents: Sequence[dict[str, Any]], bootstrap_override: str | None, state_dir: Path
+) -> RunPlan:
     """Validates every workload before anything starts; all problems in one error."""
-    manifests = load_manifests(paths)
+    manifests = load_manifests(documents)
     found = manifests.found
     planned: list[DesiredTasks] = []
     problems: list[Problem] = []
@@ -367,14 +365,14 @@ class Supervisor:
 
     def __init__(
         self,
-        paths: Sequence[Path],
+        sources: ManifestSources,
         *,
         bootstrap: str | None,
         state_dir: Path,
         say: Callable[[str], None] = print,
         progress: bool = True,
     ) -> None:
-        self.paths = list(paths)
+        self.manifests = sources
         self.bootstrap = bootstrap
         self.state_dir = state_dir
         self.say = say
@@ -383,11 +381,14 @@ class Supervisor:
         self.spark_jobs: dict[str, SparkJobSupervisor] = {}
         self._mtimes = self._manifest_mtimes()
 
-    def _manifest_mtimes(self) -> tuple[float, ...]:
-        return tuple(p.stat().st_mtime_ns for p in self.paths)
+    def _manifest_mtimes(self) -> tuple[int, ...]:
+        try:
+            return self.manifests.stamps()
+        except ManifestFileError:
+            return ()  # a file or directory went: the re-plan says so
 
     def _plan(self) -> RunPlan:
-        return plan_run(self.paths, self.bootstrap, self.state_dir)
+        return plan_run(self.manifests.documents(), self.bootstrap, self.state_dir)
 
     def _apply(self, plan: RunPlan) -> None:
         names = set()
@@ -476,6 +477,6 @@ class Supervisor:
         try:
             self._apply(self._plan())
             self.say("manifests changed: re-planned")
-        except (InvalidResourceError, yaml.YAMLError) as error:
+        except (InvalidResourceError, ManifestFileError) as error:
             # Keep running the last good plan: a bad edit must not stop a pipeline.
             self.say(f"manifests changed but are invalid, keeping the running plan: {error}")
