@@ -31,6 +31,16 @@ def _ready_column() -> dict[str, str]:
     }
 
 
+def _reason_column() -> dict[str, str]:
+    """Why it is (not) ready, e.g. Running, WaitingForPredecessors, NameTaken: the
+    Ready condition carries the reason of whatever holds the object back."""
+    return {
+        "name": "Reason",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+    }
+
+
 _AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
@@ -54,6 +64,7 @@ KINDS = (
             {"name": "Current", "type": "string", "jsonPath": ".status.exactlyOnce.current"},
             {"name": "Step", "type": "string", "jsonPath": ".status.exactlyOnce.step"},
             _ready_column(),
+            _reason_column(),
             _AGE_COLUMN,
         ),
     ),
@@ -69,6 +80,7 @@ KINDS = (
             {"name": "Running", "type": "integer", "jsonPath": ".status.readyTasks"},
             {"name": "Mode", "type": "string", "jsonPath": ".status.mode"},
             _ready_column(),
+            _reason_column(),
             _AGE_COLUMN,
         ),
     ),
@@ -82,6 +94,7 @@ KINDS = (
             {"name": "Mode", "type": "string", "jsonPath": ".status.observedMode"},
             {"name": "State", "type": "string", "jsonPath": ".status.applicationState"},
             _ready_column(),
+            _reason_column(),
             _AGE_COLUMN,
         ),
     ),
