@@ -106,7 +106,7 @@ def render_resources(
             objects += render_spark_job(job, found, image)
         except InvalidResourceError as error:
             problems += labelled(error.resource, error.problems)
-    problems += manifest_problems(resources, connectors=connectors)
+    problems += manifest_problems(resources, connectors=connectors, pod_local_paths=True)
     if problems:
         raise InvalidResourceError(MANIFESTS, problems)
     return objects

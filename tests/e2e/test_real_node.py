@@ -237,6 +237,9 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
         "--set", "image.pullPolicy=Never",
         "--set", f"spark.serviceAccount.namespaces={{{run.namespace}}}",
         "--set", "operator.peeringLifetimeSeconds=15",
+        # The pipeline runs the operator's image; this makes the pod policy's image
+        # rule one the foreign pod below must break.
+        "--set", "tenants.imagePrefixes={registry.example.com/team}",
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     try:
@@ -491,8 +494,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 config.load_incluster_config()
 namespace = open("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read()
-pod = {"metadata": {"name": "not-an-executor"}, "spec": {"containers": [
-    {"name": "x", "image": "evil.example/anything:latest", "command": ["sleep", "1d"]}]}}
+labels = {"spark-role": "executor", "onceflow.io/sparkjob": "copier"}  # disguised
+restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+pod = {"metadata": {"name": "not-an-executor", "labels": labels}, "spec": {
+    "serviceAccountName": "onceflow-spark", "automountServiceAccountToken": False,
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [{"name": "x", "image": "evil.example/anything:latest",
+                    "securityContext": restricted}]}}  # Pod Security would let it in
 try:
     client.CoreV1Api().create_namespaced_pod(namespace, pod, dry_run="All")
     print(json.dumps({"created": True}))
@@ -512,8 +520,10 @@ def _a_drivers_token_starts_nothing_but_executors(run: Run) -> None:
     )  # fmt: skip
     answer = json.loads(said.strip().splitlines()[-1])
     assert answer["created"] is False and answer["status"] == 422, answer
-    assert "spark-pods" in answer["body"] and "denied request" in answer["body"], answer
-    for executor in run.node.get("pods", run.namespace, EXECUTOR):
+    assert "spark-pods" in answer["body"] and "tenants.imagePrefixes" in answer["body"], answer
+    executors = run.node.get("pods", run.namespace, EXECUTOR)
+    assert executors, "the job's executors"
+    for executor in executors:
         assert executor["spec"]["automountServiceAccountToken"] is False
         assert not any(
             m["mountPath"].startswith("/var/run/secrets/kubernetes.io")

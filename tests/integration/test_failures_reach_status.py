@@ -312,8 +312,10 @@ def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
     """Security review #5: another team's Job `victim-driver`, ConfigMap `victim3-job`
     and SparkApplication `victim2` in the namespace. SparkJobs named `victim`,
     `victim2` and `victim3` once had the operator delete the Job and the
-    SparkApplication (a submitter switch) and rewrite the ConfigMap; each is now
-    Degraded (NameTaken) and the objects stay as they were."""
+    SparkApplication (a submitter switch) and rewrite the ConfigMap. Now `victim`
+    and `victim3`, which need those names, are Degraded (NameTaken); `victim2`, a
+    spark-submit job, runs its own Job and leaves the SparkApplication alone; and
+    every object stays as it was."""
     cluster, _, _ = operator
     batch = client.BatchV1Api(cluster.api)
     theirs = {"team": "payments"}
@@ -368,11 +370,19 @@ def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
 
     for name, kind, other in (
         ("victim", "Job", "victim-driver"),
-        ("victim2", "SparkApplication", "victim2"),
         ("victim3", "ConfigMap", "victim3-job"),
     ):
         taken = _degraded(cluster, "sparkjobs", name, "NameTaken")
         assert f"a {kind} {other!r} exists in this namespace" in taken["message"], taken
+    wait_for(
+        lambda: any(
+            j.metadata.name == "victim2-driver"
+            for j in batch.list_namespaced_job(cluster.namespace).items
+        ),
+        30,
+        "victim2's own spark-submit Job",
+    )
+    assert cluster.condition("sparkjobs", "victim2", "Degraded").get("status") != "True"
     kept = batch.read_namespaced_job("victim-driver", cluster.namespace)
     assert kept.metadata.deletion_timestamp is None and kept.metadata.labels == theirs
     assert cluster.core.read_namespaced_config_map("victim3-job", cluster.namespace).data == {

@@ -339,22 +339,13 @@ def test_a_drivers_token_creates_only_executors_of_allowed_images_as_its_own_acc
             check=False,
         )
         assert "created (server dry run)" in admin.stdout, "only drivers' requests are judged"
-        # A driver annotates its own pod with progress (metadata only: allowed), but may
-        # not change what another pod of the namespace runs.
-        kubectl(
-            kubeconfig,
-            "create",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            stdin=json.dumps(
-                {
-                    **_pod("example/app:1", account="default", labels={"app": "theirs"}),
-                    "metadata": {"name": "theirs", "labels": {"app": "theirs"}},
-                }
-            ),
-        )
+        # A driver annotates its own pods with progress (metadata only: allowed), but may
+        # not change what one runs: an executor swapped to another image is refused by
+        # the image rule, the only one it breaks.
+        executor = _pod("ghcr.io/onceflow/onceflow:0.1.0")
+        executor["metadata"] = {**executor["metadata"], "name": "theirs"}
+        del executor["metadata"]["generateName"]
+        kubectl(kubeconfig, "create", "-n", namespace, "-f", "-", stdin=json.dumps(executor))
         as_driver = ("-n", namespace, f"--as={driver}")
         annotated = kubectl(
             kubeconfig,
@@ -375,7 +366,7 @@ def test_a_drivers_token_creates_only_executors_of_allowed_images_as_its_own_acc
             *as_driver,
             check=False,
         )
-        assert swapped.returncode != 0 and "denied request" in swapped.stderr, swapped.stderr
+        assert swapped.returncode != 0 and "tenants.imagePrefixes" in swapped.stderr, swapped.stderr
     finally:
         for d in documents:
             if d["kind"].startswith("ValidatingAdmissionPolicy"):

@@ -468,7 +468,7 @@ def test_a_job_renamed_onto_its_checkpoint_starts_only_when_the_old_drivers_pods
 
     wait_for(
         lambda: (
-            "same checkpoint"
+            "on this checkpoint"
             in cluster.condition("sparkjobs", "agg-v2", "Ready").get("message", "")
         ),
         30,

@@ -10,8 +10,9 @@ import pytest
 
 from onceflow.api import parse_resources
 from onceflow.api.spark import SparkJob
-from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT
+from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT, find_collisions
 from onceflow.model.checkpoint_places import label_value, place_of
+from onceflow.runtime.plugins import load_connector
 from tests.unit.test_topic_ownership import collisions, job, pipeline, summary
 
 
@@ -118,3 +119,25 @@ def test_claims_of_one_name_in_two_namespaces_are_two_places_and_paths_are_one()
     message = str(mine[0].problem)
     assert "is also that of a job of another namespace:" in message
     assert "team-b" not in message and "secret-name" not in message
+
+
+def test_a_path_of_the_drivers_own_disk_is_shared_by_one_run_but_not_in_a_cluster() -> None:
+    """``onceflow run`` runs every driver on one machine, where /tmp/ck is one place;
+    in a cluster each driver's /tmp/ck is its own pod's (review of this change: two
+    tenants' /tmp/ck were refused as one checkpoint)."""
+    documents = [
+        pipeline(),
+        on(job("a", "a.out", ["in"]), {"path": "/tmp/ck"}),
+        on(job("b", "b.out", ["in"]), {"path": "/tmp/ck"}),
+    ]
+    assert [c.problem.reason for c in collisions(*documents)] == [CHECKPOINT_CONFLICT] * 2
+    in_cluster = find_collisions(
+        parse_resources(documents), connectors=load_connector, pod_local_paths=True
+    )
+    assert in_cluster == []
+    shared = [*documents[:2], on(job("c", "c.out", ["in"]), {"path": "s3a://b/ck"})]
+    shared.append(on(job("d", "d.out", ["in"]), {"path": "s3a://b/ck"}))
+    found = find_collisions(
+        parse_resources(shared), connectors=load_connector, pod_local_paths=True
+    )
+    assert sorted(c.resource.name for c in found) == ["c", "d"]

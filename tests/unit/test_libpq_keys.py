@@ -29,12 +29,13 @@ PEM_ROOT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
         ({"sslkeylogfile": "/tmp/keys"}, "'sslkeylogfile' is not"),
         ({"host": "/var/run/postgresql"}, "'host' names a Unix socket"),
         ({"host": "db.example,@abstract"}, "'host' names a Unix socket"),
+        ({"host": "db.example,,other"}, "'host' names a Unix socket"),
     ],
 )
 def test_parameters_naming_files_or_sockets_of_the_connecting_process_are_refused(
     params: dict[str, str], says: str
 ) -> None:
-    (problem,) = parameter_problems(params)
+    (problem,) = parameter_problems({"host": "db.example", **params})
     assert problem.startswith(says), problem
 
 
@@ -71,3 +72,8 @@ def test_the_systems_roots_and_ordinary_parameters_pass_as_they_are() -> None:
     }
     assert parameter_problems(params) == []
     assert conninfo_to_dict(conninfo(URL, params, "x"))["sslrootcert"] == "system"
+
+
+def test_a_url_without_a_host_is_refused_rather_than_sent_to_a_local_socket() -> None:
+    (problem,) = parameter_problems(conninfo_to_dict("postgresql:///orders?user=app"))
+    assert problem.startswith("no host: without one libpq connects to a Unix socket")

@@ -72,7 +72,8 @@ def _problems_of(
 ) -> list[str]:
     me = ResourceRef.of(resource)
     problems = []
-    for collision in find_collisions([*stored.values(), resource], connectors=connectors):
+    both = [*stored.values(), resource]
+    for collision in find_collisions(both, connectors=connectors, pod_local_paths=True):
         if collision.resource == me:
             problems.append(str(collision.problem))
         elif isinstance(resource, Pipeline) and _of_pipeline(stored[collision.resource], resource):
@@ -108,7 +109,8 @@ def standing_problems(
         claim = claim_of(workload, pipeline, inputs)
         return workload.status is not None and workload.status.topic_claim == claim
 
-    mine = [c for c in find_collisions(stored.values(), connectors=connectors) if c.resource == ref]
+    everything = find_collisions(stored.values(), connectors=connectors, pod_local_paths=True)
+    mine = [c for c in everything if c.resource == ref]
     held = [c for c in mine if is_held(c, owns, created)]
     for collision in held:
         logger.warning("%s", collision.log_message)

@@ -21,10 +21,14 @@ from onceflow.model.objects import controller_of
 NAME_TAKEN = "NameTaken"
 
 
+def is_ours(child: Mapping[str, Any], owner_kind: str, owner_name: str) -> bool:
+    return controller_of(child) == (owner_kind, owner_name)
+
+
 def refuse_unless_ours(child: Mapping[str, Any], owner_kind: str, owner_name: str) -> None:
     """Raises ``InvalidWorkloadError`` (``NameTaken``) for a child that is not the
     workload's: the workload stays Degraded and the object is left as it is."""
-    if controller_of(child) == (owner_kind, owner_name):
+    if is_ours(child, owner_kind, owner_name):
         return
     kind = child.get("kind") or "object"
     name = child.get("metadata", {}).get("name")

@@ -93,6 +93,15 @@ SOURCE_CHECK_RETRY_S = 30.0
 SOURCE_SYSTEM_POLL_S = 2.0
 
 
+def _refused_by_its_system(obj: Obj) -> bool:
+    return any(
+        c.get("type") == "Degraded"
+        and c.get("status") == "True"
+        and c.get("reason") == SOURCE_SYSTEM_REFUSED
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
 def _digest(source: KafkaSource, secrets: Mapping[str, str]) -> str:
     """What a check's answer is about: the spec and the connector's Secret as asked,
     so that an answer about an edited source is never taken for the new one."""
@@ -317,7 +326,8 @@ class SourceReconciler:
             )
         except StillAskingError:
             message = "asking the source system whether the source can run"
-            self._wait(obj, "CheckingSourceSystem", message)
+            if not _refused_by_its_system(obj):  # a refusal stands until the answer
+                self._wait(obj, "CheckingSourceSystem", message)
             raise RetryLaterError(message, SOURCE_SYSTEM_POLL_S) from None
         if problems:
             message = "; ".join(map(str, problems)) + "; no task starts until it is fixed"
@@ -343,8 +353,9 @@ class SourceReconciler:
         connector = self.connectors(source.spec.connector.type)
         try:
             secrets = self._connector_secrets(source)
+            key = ("retention", source.metadata.namespace, source.metadata.name)
             found = self.source_systems.answer(
-                ("retention", source.metadata.namespace, source.metadata.name),
+                (*key, _digest(source, secrets)),
                 lambda: connector.retention(source.spec.connector.config, secrets),
             )
             return None if found is None else RetentionStatus.measured(found)

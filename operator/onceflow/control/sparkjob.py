@@ -23,7 +23,7 @@ from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.graph import claim_topics
 from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
-from onceflow.control.ownership import refuse_unless_ours
+from onceflow.control.ownership import is_ours, refuse_unless_ours
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
@@ -46,6 +46,8 @@ from onceflow.logic.sink_handover import (
     sink_handover,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
+from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT
+from onceflow.model.checkpoint_places import place_of
 from onceflow.model.objects import LABEL_CHECKPOINT, LABEL_SPARKJOB, spark_pod_labels
 from onceflow.model.spark_app import (
     SPEC_HASH_ANNOTATION,
@@ -251,45 +253,79 @@ class SparkJobReconciler:
         SparkJob deleted, the new one created) would otherwise start while the old
         driver still finishes a batch that both would then write. Without a garbage
         collector doing it, the leftovers of this job and of jobs no longer stored are
-        deleted here too; a stored job's pods are its own reconciler's."""
+        deleted here too."""
         namespace, name = job.metadata.namespace, job.metadata.name
-        me = (namespace, name)
         mine = self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={name}")
-        # A claim is a place of its namespace; a path or URI is one for every namespace
-        # (a job moved to another namespace keeps its checkpoint).
-        where = namespace if job.spec.checkpoint.pvc else ALL_NAMESPACES
-        checkpoint = spark_pod_labels(job)[LABEL_CHECKPOINT]
-        others = [
-            p
-            for p in self.kube.list_pods(where, f"{LABEL_CHECKPOINT}={checkpoint}")
-            if _job_of(p) != me
-        ]
+        others = self._others_on_checkpoint(job)
         pods = [*mine, *others]
         if not pods:
             return
         for pod in pods:
-            owner = _job_of(pod)
-            stored = owner != me and self.kube.get(PLURAL, *owner) is not None
-            if not pod["metadata"].get("deletionTimestamp") and not stored:
-                self.kube.delete_pod(owner[0], pod["metadata"]["name"], SPARK_POD_GRACE_S)
-        names = ", ".join(sorted(p["metadata"]["name"] for p in pods))
-        whose = "the previous driver" if not others else "a driver on the same checkpoint"
-        message = f"waiting for pod(s) {names} of {whose} to be gone"
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.kube.delete_pod(
+                    pod["metadata"]["namespace"], pod["metadata"]["name"], SPARK_POD_GRACE_S
+                )
+        # Pods of another namespace are counted, never named.
+        names = [p["metadata"]["name"] for p in pods if p["metadata"]["namespace"] == namespace]
+        elsewhere = len(pods) - len(names)
+        listed = ", ".join(sorted(names) + ([f"{elsewhere} elsewhere"] if elsewhere else []))
+        whose = "the previous driver" if not others else "a deleted job's driver on this checkpoint"
+        message = f"waiting for pod(s) {listed} of {whose} to be gone"
         self._write(obj, status, False, "WaitingForPreviousDriver", message)
         raise RetryLaterError(message)
+
+    def _others_on_checkpoint(self, job: SparkJob) -> list[Obj]:
+        """Pods of jobs no longer stored that worked on this job's checkpoint. A stored
+        job on the same checkpoint is a conflict the pipeline graph refuses (two jobs
+        sharing one from before that rule): Degraded, never a wait without end. A pod
+        whose labels claim this checkpoint for a job that is stored elsewhere, or for
+        none, is not believed: labels are not proof. A path of the pod's own disk is
+        no one else's."""
+        place = place_of(job)
+        if place.local:
+            return []
+        # A claim is a place of its namespace; a URI one of every namespace (a job moved
+        # to another namespace keeps its checkpoint).
+        where = job.metadata.namespace if job.spec.checkpoint.pvc else ALL_NAMESPACES
+        me = (job.metadata.namespace, job.metadata.name)
+        selector = f"{LABEL_CHECKPOINT}={spark_pod_labels(job)[LABEL_CHECKPOINT]}"
+        leftovers = []
+        for pod in self.kube.list_pods(where, selector):
+            owner = _job_of(pod)
+            if owner == me or not owner[1]:
+                continue
+            stored = self.kube.get(PLURAL, *owner)
+            if stored is None:
+                leftovers.append(pod)
+                continue
+            try:
+                theirs = SparkJob.model_validate(stored)
+            except ValueError:
+                continue
+            if place_of(theirs) == place:
+                raise InvalidWorkloadError(
+                    CHECKPOINT_CONFLICT,
+                    "spec.checkpoint: a driver of another SparkJob "
+                    + (f"({owner[1]!r}) " if owner[0] == me[0] else "of another namespace ")
+                    + "runs on this checkpoint; give each job a checkpoint of its own",
+                )
+        return leftovers
 
     def _get(self, submission: Submission, job: SparkJob) -> Obj | None:
         """The job's driver object of this submitter; every replace and delete of it
         starts here, so one of that name that is not the job's stops the pass."""
-        found = self.kube.get_foreign(
+        found = self._find(submission, job)
+        if found is not None:
+            refuse_unless_ours(found, job.kind, job.metadata.name)
+        return found
+
+    def _find(self, submission: Submission, job: SparkJob) -> Obj | None:
+        return self.kube.get_foreign(
             submission.api_version,
             submission.plural,
             job.metadata.namespace,
             submission.object_name(job.metadata.name),
         )
-        if found is not None:
-            refuse_unless_ours(found, job.kind, job.metadata.name)
-        return found
 
     def _delete(self, submission: Submission, job: SparkJob) -> None:
         self.kube.delete_foreign(
@@ -301,9 +337,14 @@ class SparkJobReconciler:
         )
 
     def _remove_other_submissions(self, obj: Obj, job: SparkJob, status: SparkJobStatus) -> None:
-        """A changed ``spec.submitter`` stops the old driver before the new one starts."""
+        """A changed ``spec.submitter`` stops the old driver before the new one starts.
+        Another submitter's object of the job's name that is not the job's is none of
+        its business (another team's SparkApplication): it is left alone."""
         for submitter, other in SUBMISSIONS.items():
-            if submitter is job.spec.submitter or self._get(other, job) is None:
+            if submitter is job.spec.submitter:
+                continue
+            found = self._find(other, job)
+            if found is None or not is_ours(found, job.kind, job.metadata.name):
                 continue
             self._delete(other, job)
             message = f"switching to {job.spec.submitter}: waiting for the {submitter} driver"

@@ -100,6 +100,7 @@ def find_collisions(
     *,
     connectors: ConnectorLookup,
     bootstrap_override: str | None = None,
+    pod_local_paths: bool = False,
 ) -> list[Collision]:
     """Every problem of the topic and transactional-id graph of ``resources``, one
     Collision per resource and problem, in the order the resources come.
@@ -119,6 +120,8 @@ def find_collisions(
     topics it reads (a type it cannot load reads nothing here; the resolvers report
     it). ``bootstrap_override``: one cluster for every Pipeline (``onceflow run
     --bootstrap``); a connector reads the cluster its config names all the same.
+    ``pod_local_paths``: a checkpoint path without a scheme is on each driver's own
+    disk (in a cluster), not on one machine every job shares (``onceflow run``).
     """
     listed = list(resources)
     found = ResourceSet.of(listed)
@@ -137,7 +140,7 @@ def find_collisions(
         *_cycles(topics),
         *_shared_ids(ids),
         *_shared_prefixes(found.pipelines.values(), clusters.of_pipeline),
-        *_shared_checkpoints(found.spark_jobs.values()),
+        *_shared_checkpoints(found.spark_jobs.values(), pod_local_paths),
     ]
     first = {ResourceRef.of(r): i for i, r in reversed(list(enumerate(listed)))}
     return sorted(collisions, key=lambda c: first[c.resource])
@@ -148,10 +151,17 @@ def manifest_problems(
     *,
     connectors: ConnectorLookup,
     bootstrap_override: str | None = None,
+    pod_local_paths: bool = False,
 ) -> list[Problem]:
-    """What ``onceflow render`` and ``onceflow run`` refuse in a manifest set, each
-    problem labelled with its resource (one error reports them all)."""
-    found = find_collisions(resources, connectors=connectors, bootstrap_override=bootstrap_override)
+    """What ``onceflow render`` (``pod_local_paths``: it previews a cluster) and
+    ``onceflow run`` refuse in a manifest set, each problem labelled with its resource
+    (one error reports them all)."""
+    found = find_collisions(
+        resources,
+        connectors=connectors,
+        bootstrap_override=bootstrap_override,
+        pod_local_paths=pod_local_paths,
+    )
     return [problem for c in found for problem in labelled(c.resource.label, [c.problem])]
 
 
@@ -585,13 +595,15 @@ def _shared_prefixes(
     return collisions
 
 
-def _shared_checkpoints(jobs: Iterable[SparkJob]) -> list[Collision]:
+def _shared_checkpoints(jobs: Iterable[SparkJob], pod_local_paths: bool) -> list[Collision]:
     """Jobs whose checkpoints are one place, or one inside the other. Whether the
     jobs share a Pipeline or a Kafka cluster does not matter: the checkpoint is a
     directory, and whichever driver writes it last decides what both resume from.
     Each job is filed under every directory above its checkpoint, so finding the
     overlaps costs O(jobs x path depth), not a comparison of every pair."""
     placed = {ResourceRef.of(job): (job, place_of(job)) for job in jobs}
+    if pod_local_paths:
+        placed = {ref: found for ref, found in placed.items() if not found[1].local}
     at: dict[CheckpointPlace, list[ResourceRef]] = defaultdict(list)
     beneath: dict[CheckpointPlace, list[ResourceRef]] = defaultdict(list)
     for ref, (_, place) in placed.items():

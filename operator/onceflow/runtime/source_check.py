@@ -33,6 +33,9 @@ SOURCE_SYSTEM_WORKERS = 4
 workers: eight silent databases once held all eight of those, and every tenant's
 reconciles and finalizers stopped. Now they can hold these four, and only checks wait."""
 
+QUEUED_DEADLINES = 10
+"""A call still waiting for a thread after this many deadlines is given up."""
+
 T = TypeVar("T")
 
 
@@ -67,14 +70,18 @@ class SourceSystemCalls:
     """Calls into tenants' source systems on threads of their own, so that a reconcile
     pass asks and moves on instead of waiting: the first ``answer`` for a key starts
     the call and raises ``StillAskingError``, a later one returns its result (or raises
-    what it raised, or TimeoutError once ``deadline_s`` passed since it was asked).
-    Each answer is handed out once; the next ``answer`` for the key asks again."""
+    what it raised, or TimeoutError once the call has run ``deadline_s``). The deadline
+    runs from the call's start, not from the question: a call queued behind slow ones
+    (another tenant's silent systems holding every thread) is not failed for their
+    slowness; only one queued ten deadlines long is. Each answer is handed out once;
+    the next ``answer`` for the key asks again."""
 
     workers: int = SOURCE_SYSTEM_WORKERS
     deadline_s: float = CHECK_DEADLINE_S
     clock: Callable[[], float] = time.monotonic
     _pool: ThreadPoolExecutor = field(init=False)
     _asked: dict[Hashable, tuple[float, Future[Any]]] = field(init=False, default_factory=dict)
+    _began: dict[Hashable, float] = field(init=False, default_factory=dict)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -86,22 +93,38 @@ class SourceSystemCalls:
             self._forget_unclaimed(now)
             asked = self._asked.get(key)
             if asked is None:
-                self._asked[key] = (now, self._pool.submit(call))
+                self._asked[key] = (now, self._pool.submit(self._timed, key, call))
                 raise StillAskingError(key)
             since, future = asked
             if not future.done():
-                if now - since < self.deadline_s:
+                began = self._began.get(key)
+                running_too_long = began is not None and now - began >= self.deadline_s
+                if not running_too_long and now - since < QUEUED_DEADLINES * self.deadline_s:
                     raise StillAskingError(key)
-                del self._asked[key]  # its thread ends when the connector's bound does
+                future.cancel()  # a queued call never starts; a running one ends on its bound
+                self._forget(key)
                 raise TimeoutError(f"no answer within {self.deadline_s:.0f} s")
-            del self._asked[key]
+            self._forget(key)
         return cast(T, future.result())
+
+    def _timed(self, key: Hashable, call: Callable[[], T]) -> T:
+        with self._lock:
+            self._began[key] = self.clock()
+        return call()
+
+    def _forget(self, key: Hashable) -> None:
+        self._asked.pop(key, None)
+        self._began.pop(key, None)
 
     def _forget_unclaimed(self, now: float) -> None:
         """Answers nobody came back for (a source deleted or edited meanwhile)."""
-        stale = [k for k, (since, _) in self._asked.items() if now - since > 10 * self.deadline_s]
+        stale = [
+            k
+            for k, (since, _) in self._asked.items()
+            if now - since > 2 * QUEUED_DEADLINES * self.deadline_s
+        ]
         for key in stale:
-            del self._asked[key]
+            self._forget(key)
 
 
 def source_system_problems(

@@ -84,11 +84,17 @@ def parameter_problems(params: Mapping[str, str]) -> list[str]:
                 "path would name the operator's files"
             )
         elif key in ("host", "hostaddr") and any(
-            h.strip().startswith(("/", "@")) for h in value.split(",")
+            h.strip().startswith(("/", "@")) or not h.strip() for h in value.split(",")
         ):
             problems.append(
-                f"{key!r} names a Unix socket ({value!r}); give the database's network address"
+                f"{key!r} names a Unix socket ({value!r}: a path, or an empty entry); give "
+                "the database's network address"
             )
+    if not (params.get("host") or params.get("hostaddr")):
+        problems.append(
+            "no host: without one libpq connects to a Unix socket of the connecting "
+            "process's machine; give the database's network address in the url"
+        )
     return problems
 
 
