@@ -392,3 +392,45 @@ def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
         "sparkoperator.k8s.io", "v1beta2", cluster.namespace, "sparkapplications", "victim2"
     )
     assert still["metadata"]["labels"] == theirs and "deletionTimestamp" not in still["metadata"]
+
+
+def test_a_prefix_outside_the_namespace_is_kept_from_before_the_upgrade_and_refused_when_new(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """Security review #6 tied prefixes to namespaces. A Pipeline an operator from
+    before ran with another prefix (its status has no acceptedTransactionalIdPrefix)
+    keeps it, so an upgrade stops no running pipeline; a new one is refused, and so is
+    one the new operator has already refused (its status says "")."""
+    cluster, default, _ = operator
+    default.stop()
+    legacy = pipeline(kafka_bootstrap, "disabled")
+    legacy["spec"]["transactionalIdPrefix"] = "orders-eu"
+    cluster.create("pipelines", legacy)
+    cluster.custom.patch_namespaced_custom_object_status(
+        "onceflow.io",
+        "v1alpha1",
+        cluster.namespace,
+        "pipelines",
+        "orders",
+        {"status": {"observedGeneration": 1, "exactlyOnce": {"current": "disabled"}}},
+    )
+    restarted = OperatorProcess(default.kubeconfig, default.namespace, default.log).start()
+    try:
+        wait_for(
+            lambda: (
+                cluster.status("pipelines", "orders").get("acceptedTransactionalIdPrefix")
+                == "orders-eu"
+            ),
+            30,
+            "the legacy prefix kept",
+        )
+        _ready(cluster, "pipelines", "orders")
+        squat = pipeline(kafka_bootstrap, "disabled")
+        squat["metadata"]["name"] = "squat"
+        squat["spec"]["transactionalIdPrefix"] = "payments.orders"
+        cluster.create("pipelines", squat)
+        refused = _degraded(cluster, "pipelines", "squat", "PrefixRefused")
+        assert "'payments.orders' does not start with this namespace's name" in refused["message"]
+        assert cluster.status("pipelines", "squat").get("acceptedTransactionalIdPrefix") == ""
+    finally:
+        restarted.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from onceflow.api.pipeline import Pipeline
 from onceflow.api.spark import SparkJob, SparkJobSpec
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, image_prefix, policy_from
 
@@ -181,3 +182,17 @@ def test_checkpoints_and_file_sinks_stay_in_their_namespaces_storage() -> None:
     pod_local = _job(checkpoint={"pvc": "ck"}, sink={"files": {"path": "/tmp/out"}})
     assert policy.spark_job_problems(pod_local) == [], "a claim and a pod's own disk"
     assert DEFAULT_POLICY.spark_job_problems(theirs) == [], "no prefixes: anywhere"
+
+
+def test_a_prefix_recorded_as_kept_from_before_the_rule_passes_and_only_that_one() -> None:
+    document = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "orders", "namespace": "team-a"},
+        "spec": {"kafka": {"bootstrapServers": "k:9092"}, "transactionalIdPrefix": "orders-eu"},
+        "status": {"acceptedTransactionalIdPrefix": "orders-eu"},
+    }
+    assert DEFAULT_POLICY.pipeline_problems(Pipeline.model_validate(document)) == []
+    document["spec"]["transactionalIdPrefix"] = "orders-us"
+    (problem,) = DEFAULT_POLICY.pipeline_problems(Pipeline.model_validate(document))
+    assert problem.reason == "PrefixRefused"

@@ -97,6 +97,12 @@ class PipelineStatus(CommonStatus):
     workloads: list[WorkloadStatus] = Field(
         default_factory=list, description="Every workload of the pipeline."
     )
+    accepted_transactional_id_prefix: str | None = Field(
+        default=None,
+        description="A transactionalIdPrefix outside the Pipeline's namespace that the "
+        "operator accepted because the Pipeline ran with it before prefixes were tied to "
+        'namespaces ("" when none was): changing it makes it judged like a new one.',
+    )
 
 
 class Pipeline(ApiModel):

@@ -33,6 +33,20 @@ def _condition(obj: Obj, type_: ConditionType) -> dict[str, str]:
     return {}
 
 
+ACCEPTED_PREFIX = "acceptedTransactionalIdPrefix"
+
+
+def _ran_before_prefix_rule(pipeline: Pipeline) -> bool:
+    """A status without the accepted-prefix field was written by an operator from
+    before the rule (this one writes it with every status, "" for none)."""
+    status = pipeline.status
+    return (
+        status is not None
+        and status.observed_generation is not None
+        and status.accepted_transactional_id_prefix is None
+    )
+
+
 def _degraded(obj: Obj) -> str:
     """The workload's Degraded reason and message, "" while it is not degraded."""
     condition = _condition(obj, ConditionType.DEGRADED)
@@ -104,10 +118,22 @@ class PipelineReconciler:
             lambda: self._pass(obj), lambda: self.kube.get(PLURAL, namespace, name), self._degrade
         )
 
+    def _accept_prefix(self, obj: Obj, pipeline: Pipeline) -> Obj:
+        """Records the prefix a Pipeline ran with under an operator from before
+        prefixes were tied to namespaces: an upgrade stops no running pipeline. Only
+        a status that operator wrote qualifies; this one always writes the field."""
+        status = obj.get("status") or {}
+        accepted = pipeline.spec.transactional_id_prefix or ""
+        wire = {**status, ACCEPTED_PREFIX: accepted}
+        self.kube.event(
+            obj, "PrefixKept", f"transactionalIdPrefix {accepted!r} kept from before the upgrade"
+        )
+        return self.kube.replace_status(PLURAL, obj, wire)
+
     def _degrade(self, obj: Obj, reason: str, message: str) -> None:
         """A Pipeline that cannot be read (its spec fails the model) or reconciled: its
         rollout stays where it is, and status says why."""
-        status = obj.get("status") or {}
+        status = {ACCEPTED_PREFIX: "", **(obj.get("status") or {})}
         conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
         generation = obj["metadata"].get("generation")
         updated = set_conditions(
@@ -128,6 +154,9 @@ class PipelineReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         pipeline = Pipeline.model_validate(obj)
+        if _ran_before_prefix_rule(pipeline):
+            obj = self._accept_prefix(obj, pipeline)
+            pipeline = Pipeline.model_validate(obj)
         if refused := self.policy.pipeline_problems(pipeline):
             raise invalid_workload(refused)
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
@@ -145,6 +174,7 @@ class PipelineReconciler:
         updated = status.model_copy(
             update={
                 "observed_generation": generation,
+                "accepted_transactional_id_prefix": status.accepted_transactional_id_prefix or "",
                 "exactly_once": RolloutStatus(
                     current=decision.current,
                     target=target,

@@ -129,6 +129,8 @@ class TenantPolicy:
         namespace = pipeline.metadata.namespace
         if prefix is None or self.any_prefix or prefix.startswith(f"{namespace}."):
             return []
+        if pipeline.status and pipeline.status.accepted_transactional_id_prefix == prefix:
+            return []  # in use from before the rule (control.pipeline records it)
         return [
             Problem(
                 "spec.transactionalIdPrefix",
