@@ -74,6 +74,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.scanning.disabled = bool(os.environ.get("ONCEFLOW_NAMESPACES"))
     _controllers = build_controllers()
     _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
+    wake = _loops.wake_from_thread
+    _controllers.sources.answered = lambda namespace, name: wake(Key(SOURCES, namespace, name))
     # Drivers' Jobs and SparkApplications are filtered by the API server; pods are
     # filtered here (task and Spark pods share no label a selector could ask for).
     for group, plural in (("batch", "jobs"), ("sparkoperator.k8s.io", "sparkapplications")):

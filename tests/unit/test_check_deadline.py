@@ -132,3 +132,12 @@ def test_the_deadline_runs_from_the_calls_start_not_from_its_place_in_the_queue(
             calls.answer("queued", lambda: 7)
     finally:
         never.set()
+
+
+def test_the_asker_is_told_when_the_answer_is_there() -> None:
+    calls = source_check.SourceSystemCalls(workers=1)
+    told = threading.Event()
+    with pytest.raises(source_check.StillAskingError):
+        calls.answer("a", lambda: 5, then=told.set)
+    assert told.wait(5)
+    assert calls.answer("a", lambda: 6) == 5

@@ -95,10 +95,12 @@ class ReconcileLoops:
         self._readers: dict[tuple[str, str], set[Key]] = {}
         self._topics: dict[Key, object] = {}
         self._pipeline_marks: dict[tuple[str, str], object] = {}
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     async def run(self, key: Key, reconcile: Callable[[str, str], bool], stopped: StopFlag) -> None:
         """The loop of one object, until kopf's ``stopped`` flag is set (the object is
         gone or peering paused this replica)."""
+        self._event_loop = asyncio.get_running_loop()
         wakeup = self._wakeups[key] = asyncio.Event()
         stop = asyncio.ensure_future(stopped.wait())
         streak = 0
@@ -154,6 +156,12 @@ class ReconcileLoops:
         wakeup = self._wakeups.get(key)
         if wakeup is not None:
             wakeup.set()
+
+    def wake_from_thread(self, key: Key) -> None:
+        """``wake`` for a caller on another thread than the loops' (a source system's
+        answer arriving on its own thread)."""
+        if self._event_loop is not None:
+            self._event_loop.call_soon_threadsafe(self.wake, key)
 
     # -- watch events -----------------------------------------------------------------
 

@@ -123,6 +123,9 @@ class SourceReconciler:
     """Progressing for longer is reported as Degraded (None: never)."""
     source_systems: SourceSystemCalls = field(default_factory=SourceSystemCalls)
     """Where checks and measurements of source systems run: never a reconcile worker."""
+    answered: Callable[[str, str], None] = lambda namespace, name: None
+    """Called with a source's namespace and name when its system has answered (the
+    operator wakes the source's loop: a refusal shows at once, not at the next poll)."""
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -322,7 +325,11 @@ class SourceReconciler:
                 secrets,
                 shares_task_filesystem=False,
                 load=self.connectors,
-                ask=partial(self.source_systems.answer, key),
+                ask=partial(
+                    self.source_systems.answer,
+                    key,
+                    then=partial(self.answered, source.metadata.namespace, source.metadata.name),
+                ),
             )
         except StillAskingError:
             message = "asking the source system whether the source can run"

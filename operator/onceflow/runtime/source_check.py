@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from onceflow.api.connector import ConfigProblem
 from onceflow.api.errors import Problem
@@ -87,13 +87,20 @@ class SourceSystemCalls:
     def __post_init__(self) -> None:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="source-system")
 
-    def answer(self, key: Hashable, call: Callable[[], T]) -> T:
+    def answer(
+        self, key: Hashable, call: Callable[[], T], then: Callable[[], None] | None = None
+    ) -> T:
+        """``then``: called (on the call's thread) once the answer is there, so that the
+        asker can come back for it at once rather than at its next poll."""
         with self._lock:
             now = self.clock()
             self._forget_unclaimed(now)
             asked = self._asked.get(key)
             if asked is None:
-                self._asked[key] = (now, self._pool.submit(self._timed, key, call))
+                future = self._pool.submit(self._timed, key, call)
+                self._asked[key] = (now, future)
+                if then is not None:
+                    future.add_done_callback(lambda _: then())
                 raise StillAskingError(key)
             since, future = asked
             if not future.done():
@@ -105,7 +112,7 @@ class SourceSystemCalls:
                 self._forget(key)
                 raise TimeoutError(f"no answer within {self.deadline_s:.0f} s")
             self._forget(key)
-        return cast(T, future.result())
+        return future.result()
 
     def _timed(self, key: Hashable, call: Callable[[], T]) -> T:
         with self._lock:
