@@ -519,7 +519,7 @@ def _a_drivers_token_starts_nothing_but_executors(run: Run) -> None:
         "python3", "-c", FOREIGN_POD,
     )  # fmt: skip
     answer = json.loads(said.strip().splitlines()[-1])
-    assert answer["created"] is False and answer["status"] == 422, answer
+    assert answer["created"] is False and answer["status"] == 403, answer  # Forbidden
     assert "spark-pods" in answer["body"] and "tenants.imagePrefixes" in answer["body"], answer
     executors = run.node.get("pods", run.namespace, EXECUTOR)
     assert executors, "the job's executors"
