@@ -445,15 +445,10 @@ def test_a_job_renamed_onto_its_checkpoint_starts_only_when_the_old_drivers_pods
     renamed["metadata"]["name"] = "agg-v2"
     renamed["spec"]["sink"]["kafka"]["topic"] = "orders.out-v2"
     cluster.create("sparkjobs", renamed)
-    wait_for(
-        lambda: (
-            cluster.condition("sparkjobs", "agg-v2", "Degraded").get("reason")
-            == "CheckpointConflict"
-        ),
-        30,
+    degraded = cluster.wait_for_reason(
+        "sparkjobs", "agg-v2", "Degraded", "CheckpointConflict", 30,
         "the renamed job held while the old one is stored",
-    )
-    degraded = cluster.condition("sparkjobs", "agg-v2", "Degraded")["message"]
+    )["message"]  # fmt: skip
     assert "checkpoint 'agg-checkpoint' is also that of SparkJob 'agg'" in degraded, degraded
     assert _application_named(cluster, "agg-v2") is None
 
@@ -495,14 +490,10 @@ def test_an_available_now_job_with_configmap_code_completes_and_shows_its_progre
     job["spec"]["transform"] = {"module": "shape", "configMap": "shape-code"}
     job["spec"]["trigger"] = {"availableNow": True}
     cluster.create("sparkjobs", job)
-    wait_for(
-        lambda: (
-            cluster.condition("sparkjobs", "agg", "Degraded").get("reason")
-            == "TransformCodeNotFound"
-        ),
-        30,
+    cluster.wait_for_reason(
+        "sparkjobs", "agg", "Degraded", "TransformCodeNotFound", 30,
         "the job Degraded for its missing ConfigMap",
-    )
+    )  # fmt: skip
     assert (
         "no ConfigMap 'shape-code'" in cluster.condition("sparkjobs", "agg", "Degraded")["message"]
     )

@@ -18,7 +18,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -90,13 +91,12 @@ def _serve(conn: socket.socket) -> None:
             pass
 
 
-@pytest.fixture
-def silent_server() -> Iterator[str]:
+@contextmanager
+def _loopback_server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A loopback port whose every connection ``handle`` gets, on a thread of its own."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    port = listener.getsockname()[1]
-    served: list[threading.Thread] = []
 
     def accept() -> None:
         while True:
@@ -104,15 +104,19 @@ def silent_server() -> Iterator[str]:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            thread = threading.Thread(target=_serve, args=(conn,), daemon=True)
-            thread.start()
-            served.append(thread)
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
     try:
-        yield f"postgresql://onceflow@127.0.0.1:{port}/shop"
+        yield int(listener.getsockname()[1])
     finally:
         listener.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    with _loopback_server(_serve) as port:
+        yield f"postgresql://onceflow@127.0.0.1:{port}/shop"
 
 
 @pytest.fixture(autouse=True)
@@ -176,15 +180,10 @@ def test_sources_whose_systems_stay_silent_hold_no_reconcile_worker(
         )
         refused = cluster.condition("kafkasources", "silent-0", "Progressing")
         assert refused.get("reason") == "CheckingSourceSystem", refused
-        wait_for(
-            lambda: (
-                cluster.condition("kafkasources", "silent-0", "Degraded").get("reason")
-                == "SourceSystemRefused"
-            ),
-            60,
+        message = cluster.wait_for_reason(
+            "kafkasources", "silent-0", "Degraded", "SourceSystemRefused", 60,
             "the silent source refused once the database's silence ran out",
-        )
-        message = cluster.condition("kafkasources", "silent-0", "Degraded")["message"]
+        )["message"]  # fmt: skip
         assert "did not answer the check" in message, message
 
 
@@ -192,23 +191,8 @@ def test_sources_whose_systems_stay_silent_hold_no_reconcile_worker(
 def closing_port() -> Iterator[int]:
     """A loopback port that accepts a connection and closes it at once: open, and
     speaking neither PostgreSQL nor Kafka."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.close()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        listener.close()
+    with _loopback_server(lambda conn: conn.close()) as port:
+        yield port
 
 
 def _closed_port() -> int:

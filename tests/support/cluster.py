@@ -105,6 +105,15 @@ class Cluster:
                 return dict(item)
         return {}
 
+    def wait_for_reason(
+        self, plural: str, name: str, type_: str, reason: str, timeout_s: float, what: str
+    ) -> dict[str, Any]:
+        """Waits until the condition ``type_`` has ``reason``; returns it."""
+        wait_for(
+            lambda: self.condition(plural, name, type_).get("reason") == reason, timeout_s, what
+        )
+        return self.condition(plural, name, type_)
+
     def pods(self, selector: str = "") -> list[Any]:
         return list(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
 
