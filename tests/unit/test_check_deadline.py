@@ -138,6 +138,6 @@ def test_the_asker_is_told_when_the_answer_is_there() -> None:
     calls = source_check.SourceSystemCalls(workers=1)
     told = threading.Event()
     with pytest.raises(source_check.StillAskingError):
-        calls.answer("a", lambda: 5, then=told.set)
+        calls.answer("a", lambda: 5, then=lambda answered: told.set())
     assert told.wait(5)
     assert calls.answer("a", lambda: 6) == 5

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import ValidationError
 
 from onceflow.api import KafkaSource, Pipeline
+from onceflow.api.connector import Retention
 from onceflow.api.source import KafkaSourceStatus, RetentionStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
@@ -91,6 +93,8 @@ MAX_STEPS_PER_PASS = 8
 SOURCE_CHECK_RETRY_S = 30.0
 # How soon a pass comes back for a check still being answered.
 SOURCE_SYSTEM_POLL_S = 2.0
+# A new retention measurement wakes its source's loop at most this often.
+RETENTION_WAKE_S = 30.0
 
 
 def _refused_by_its_system(obj: Obj) -> bool:
@@ -126,6 +130,8 @@ class SourceReconciler:
     answered: Callable[[str, str], None] = lambda namespace, name: None
     """Called with a source's namespace and name when its system has answered (the
     operator wakes the source's loop: a refusal shows at once, not at the next poll)."""
+    _woken_at: dict[tuple[str, str], float] = field(default_factory=dict)
+    """When a retention measurement last woke each source's loop (monotonic seconds)."""
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -328,7 +334,7 @@ class SourceReconciler:
                 ask=partial(
                     self.source_systems.answer,
                     key,
-                    then=partial(self.answered, source.metadata.namespace, source.metadata.name),
+                    then=lambda _: self.answered(source.metadata.namespace, source.metadata.name),
                 ),
             )
         except StillAskingError:
@@ -353,20 +359,38 @@ class SourceReconciler:
     def _retention(
         self, source: KafkaSource, last: RetentionStatus | None
     ) -> RetentionStatus | None:
-        """Measured on every pass that reaches the outcome (a settled source's resync
-        included), so a slot filling the database's disk shows while tasks still run.
+        """Asked on every pass that reaches the outcome (a settled source's resync
+        included), on the source systems' threads, and taken by a later pass, which a
+        changed measurement wakes: a slot filling the database's disk shows while tasks
+        still run.
         A system that cannot be asked (or a connector's failing hook) leaves ``last``
         in place: never a reason to fail the pass, nor to look healthy again."""
         connector = self.connectors(source.spec.connector.type)
+        ref = (source.metadata.namespace, source.metadata.name)
+
+        def wake_if_new(answered: Future[Retention | None]) -> None:
+            """A measurement that would change status wakes the source's loop, at most
+            once every RETENTION_WAKE_S: WAL growing steadily would keep it spinning."""
+            if answered.cancelled() or answered.exception() is not None:
+                return
+            found = answered.result()
+            fresh = None if found is None else RetentionStatus.measured(found)
+            now = time.monotonic()
+            if fresh != last and now - self._woken_at.get(ref, -RETENTION_WAKE_S) >= (
+                RETENTION_WAKE_S
+            ):
+                self._woken_at[ref] = now
+                self.answered(*ref)
+
         try:
             secrets = self._connector_secrets(source)
-            key = ("retention", source.metadata.namespace, source.metadata.name)
             found = self.source_systems.answer(
-                (*key, _digest(source, secrets)),
+                ("retention", *ref, _digest(source, secrets)),
                 lambda: connector.retention(source.spec.connector.config, secrets),
+                then=wake_if_new,
             )
             return None if found is None else RetentionStatus.measured(found)
-        except StillAskingError:  # measured on its own thread; a later pass takes it
+        except StillAskingError:  # measured on its own thread; the answer wakes a pass
             return last
         except Exception as error:  # a source system's or a connector's failure
             log.warning(

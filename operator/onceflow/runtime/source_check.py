@@ -88,10 +88,14 @@ class SourceSystemCalls:
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="source-system")
 
     def answer(
-        self, key: Hashable, call: Callable[[], T], then: Callable[[], None] | None = None
+        self,
+        key: Hashable,
+        call: Callable[[], T],
+        then: Callable[[Future[T]], None] | None = None,
     ) -> T:
-        """``then``: called (on the call's thread) once the answer is there, so that the
-        asker can come back for it at once rather than at its next poll."""
+        """``then``: called with the finished call (on its thread) once the answer is
+        there, so that the asker can come back for it at once rather than at its next
+        poll."""
         with self._lock:
             now = self.clock()
             self._forget_unclaimed(now)
@@ -100,7 +104,7 @@ class SourceSystemCalls:
                 future = self._pool.submit(self._timed, key, call)
                 self._asked[key] = (now, future)
                 if then is not None:
-                    future.add_done_callback(lambda _: then())
+                    future.add_done_callback(then)
                 raise StillAskingError(key)
             since, future = asked
             if not future.done():
