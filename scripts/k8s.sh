@@ -136,8 +136,7 @@ up() {
 }
 
 down() {
-  stop_pidfile "$DIR/apiserver.pid" kube-apiserver
-  stop_pidfile "$DIR/etcd.pid" etcd
+  stop_pidfile "$DIR/apiserver.pid" kube-apiserver "$DIR/etcd.pid" etcd
 }
 
 case "${1:-}" in

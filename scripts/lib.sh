@@ -45,18 +45,26 @@ wait_for() {
 # pid_alive PIDFILE: true when the pidfile names a live process.
 pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# stop_pidfile PIDFILE NAME: TERM, wait up to 30 s (a broker flushes its logs), then KILL.
+# stop_pidfile PIDFILE NAME [PIDFILE NAME...]: TERM to all at once, wait up to 30 s for
+# all (a broker flushes its logs), then KILL. Together, because each of the node's
+# components takes about 2 s to go: one after another, a teardown waited 14 s for them.
 stop_pidfile() {
-  local pidfile="$1" name="$2"
-  if pid_alive "$pidfile"; then
-    local pid; pid="$(cat "$pidfile")"
-    log "stopping $name (pid $pid)"
-    kill "$pid" 2>/dev/null || true
-    local deadline=$((SECONDS + 30))
-    while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
+  local pids=() pid
+  while (( $# >= 2 )); do
+    if pid_alive "$1"; then
+      pid="$(cat "$1")"
+      log "stopping $2 (pid $pid)"
+      kill "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+    rm -f "$1"
+    shift 2
+  done
+  local deadline=$((SECONDS + 30))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$pidfile"
+  done
 }
 
 # The test bed's node network: a bridge with an address of its own inside this machine,

@@ -203,8 +203,9 @@ down() {
     # delete -f SIGKILLs a running task and waits for it to exit.
     for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$task" >/dev/null 2>&1 || true; done
   fi
-  local name
-  for name in "${COMPONENTS[@]}"; do stop_pidfile "$DIR/$name.pid" "$name"; done
+  local name stops=()
+  for name in "${COMPONENTS[@]}"; do stops+=("$DIR/$name.pid" "$name"); done
+  stop_pidfile "${stops[@]}"
   pkill -f "containerd-shim-runc-v2 .*-address $SOCKET" 2>/dev/null || true
   # What CNI would have removed had the kubelet stopped each pod: the pods' network
   # namespaces (containerd names them cni-*), their veths, kube-proxy's rules.
