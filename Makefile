@@ -71,8 +71,8 @@ testbed-deps: install
 	@bash scripts/image.sh build >/dev/null
 
 lint: install
-	$(BIN)/ruff check operator tests benchmarks
-	$(BIN)/ruff format --check operator tests benchmarks
+	$(BIN)/ruff check operator tests benchmarks scripts
+	$(BIN)/ruff format --check operator tests benchmarks scripts
 
 typecheck: install
 	$(BIN)/mypy

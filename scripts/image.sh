@@ -3,8 +3,9 @@
 #   image.sh build   builds (or loads from the cache) and prints the image reference
 #   image.sh podman ARGS...   podman with the settings this machine needs
 # The base is a Debian bookworm rootfs made from Debian's packages (mmdebstrap), the
-# same system `debian:bookworm-slim` is; built images are saved under the cache, keyed
-# by the hash of what goes into them, so a warm run only loads one.
+# same system `debian:bookworm-slim` is; built images are kept under the cache as tags
+# of one OCI layout, keyed by the hash of what goes into them, so a warm run only loads
+# one.
 source "$(dirname "$0")/lib.sh"
 
 IMAGES="$ONCEFLOW_CACHE/images"
@@ -15,10 +16,10 @@ mkdir -p "$IMAGES" "$ONCEFLOW_STATE/podman"
 
 ensure_tools() {
   local missing=()
-  for tool in podman mmdebstrap runc; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+  for tool in podman mmdebstrap runc skopeo; do command -v "$tool" >/dev/null || missing+=("$tool"); done
   ((${#missing[@]} == 0)) && return
   log "installing ${missing[*]} from Debian"
-  local packages=(podman mmdebstrap runc containernetworking-plugins)
+  local packages=(podman mmdebstrap runc skopeo containernetworking-plugins)
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${packages[@]}" \
     || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
            --no-install-recommends "${packages[@]}"; }
@@ -76,11 +77,11 @@ context_tag() {
 build() {
   stdout_is_value
   ensure_tools
-  local image="localhost/onceflow:$(context_tag)"
+  local tag; tag="$(context_tag)"
+  local image="localhost/onceflow:$tag"
   if ! podman_here image exists "$image"; then
-    local archive="$IMAGES/onceflow-${image##*:}.tar"
-    if [[ -f "$archive" ]]; then
-      podman_here load -i "$archive"
+    if oci_layout has "$IMAGE_LAYOUT" "$tag"; then
+      skopeo copy -q "oci:$IMAGE_LAYOUT:$tag" "containers-storage:$image" >&2
     else
       base_image
       log "building $image (cold: a few minutes; after a code change: seconds)"
@@ -92,19 +93,24 @@ build() {
       "${build[@]}" --target deps -t "$DEPS_IMAGE" "$ONCEFLOW_ROOT"
       "${build[@]}" -t "$image" "$ONCEFLOW_ROOT"
       podman_here image prune -f >/dev/null  # stages nothing names any more
-      # Earlier builds of this image (2.3 GB each) would fill the disk: only the
-      # archives below are kept.
+      # Earlier builds of this image (2.3 GB each) would fill the disk: the layout
+      # below keeps them.
       local earlier
       for earlier in $(podman_here images --format '{{.Repository}}:{{.Tag}}' \
           | grep '^localhost/onceflow:' | grep -vx "$image"); do
         podman_here rmi "$earlier" >/dev/null || true
       done
-      podman_here save --format docker-archive -o "$archive.partial" "$image"
-      mv "$archive.partial" "$archive"
-      # One archive per tag (2.3 GB) would grow without bound: keep the newest two.
-      ls -t "$IMAGES"/onceflow-*.tar | tail -n +3 | xargs -r rm -f
     fi
   fi
+  if ! oci_layout has "$IMAGE_LAYOUT" "$tag"; then
+    # Uncompressed, so a layer has the digest podman's store already knows: the layers
+    # an earlier build wrote are skipped unread, and containerd's own match them.
+    skopeo copy -q --dest-oci-accept-uncompressed-layers \
+      "containers-storage:$image" "oci:$IMAGE_LAYOUT:$tag" >&2
+    oci_layout keep "$IMAGE_LAYOUT" 2
+  fi
+  # The archives of earlier versions of this script, 2.3 GB per build.
+  rm -f "$IMAGES"/onceflow-*.tar
   emit "$image"
 }
 

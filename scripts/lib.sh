@@ -5,6 +5,9 @@ ONCEFLOW_ROOT="${ONCEFLOW_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ONCEFLOW_CACHE="${ONCEFLOW_CACHE:-$HOME/.cache/onceflow}"
 ONCEFLOW_STATE="${ONCEFLOW_STATE:-$ONCEFLOW_ROOT/.onceflow}"
 mkdir -p "$ONCEFLOW_CACHE" "$ONCEFLOW_STATE"
+# Every build of the Onceflow image, as tags of one OCI layout (scripts/oci_layout.py).
+IMAGE_LAYOUT="$ONCEFLOW_CACHE/images/onceflow"
+oci_layout() { python3 "$ONCEFLOW_ROOT/scripts/oci_layout.py" "$@"; }
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
