@@ -1,7 +1,9 @@
 """The ``onceflow`` command: the user's API, changed deliberately.
 
-Subcommands: ``run`` (standalone pipelines), ``task`` (one source task process),
-``audit`` (exactly-once check of a topic).
+User commands (``run``, ``render``, ``audit``, ``version``, ``completion``) are listed
+in help; the commands Onceflow's own pods and build run (``operator``, ``task``,
+``spark-job``, ``crds``) work the same but are named only in the epilog, as kubectl
+keeps its plumbing out of the first screen.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
+from onceflow.cli_completion import SHELLS
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE
 from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
@@ -198,6 +201,19 @@ def _cmd_crds(args: argparse.Namespace) -> int:
     for name, document in crd_documents().items():
         (out / name).write_text(render_yaml(document, yaml))
         print(f"wrote {out / name}")
+    if args.reference:
+        from onceflow.api.field_reference import examples_by_kind, field_reference
+
+        documents = [
+            document
+            for path in sorted(Path(args.examples).glob("*.yaml"))
+            for document in yaml.safe_load_all(path.read_text())
+            if isinstance(document, dict)
+        ]
+        reference = Path(args.reference)
+        reference.parent.mkdir(parents=True, exist_ok=True)
+        reference.write_text(field_reference(examples_by_kind(documents)))
+        print(f"wrote {reference}")
     return 0
 
 
@@ -225,7 +241,7 @@ def _add_child_command(
 ) -> None:
     """A command that runs one workload process from a settings file (pods and
     ``onceflow run`` start these)."""
-    command = commands.add_parser(name, help=help_text, epilog=epilog or None)
+    command = commands.add_parser(name, description=help_text, epilog=epilog or None)
     command.add_argument("--config", required=True, help=f"{settings} JSON file")
     command.add_argument("--supervisor-pid", type=int, help=SUPERVISOR_PID_HELP)
     command.set_defaults(handler=handler)
@@ -242,22 +258,48 @@ def _cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="onceflow", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"onceflow {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _add_crds_command(commands: Any) -> None:
+    crds = commands.add_parser("crds", description="write the CRDs generated from the models")
+    crds.add_argument("directory", help="output directory (crds/ in the repository)")
+    crds.add_argument("--reference", help="also write the field reference page to this file")
+    crds.add_argument(
+        "--examples", default="examples", help="directory of example manifests for the reference"
+    )
+    crds.set_defaults(handler=_cmd_crds)
+
+
+INTERNAL_COMMANDS_HELP = """\
+Commands Onceflow itself runs (each has --help): operator (the chart's Deployment),
+task and spark-job (a source task's and a Spark driver's pod), crds (`make crds`)."""
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from onceflow.cli_completion import completion_script
+
+    print(completion_script(build_parser(), args.shell), end="")
+    return 0
+
+
+def _add_user_commands(commands: Any) -> None:
     commands.add_parser("version", help="print the version").set_defaults(handler=_cmd_version)
 
-    run = commands.add_parser("run", help="run the KafkaSources of manifests locally")
+    run = commands.add_parser(
+        "run", help="run the pipelines of manifests on this machine (sources and Spark jobs)"
+    )
     _manifest_arguments(run)
     run.add_argument("--bootstrap", help="override spec.kafka.bootstrapServers")
     run.add_argument("--state-dir", default=".onceflow/standalone", help="durable state")
     run.add_argument("--quiet", action="store_true", help="no periodic progress lines")
     run.set_defaults(handler=_cmd_run)
 
-    _add_child_command(
-        commands, "task", "run one source task", "TaskSettings", _cmd_task, EXIT_CODES_HELP
+    render = commands.add_parser("render", help="print the objects the operator would create")
+    _manifest_arguments(render)
+    render.add_argument(
+        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )
+    render.add_argument("--generation", type=int, default=1, help="generation to render")
+    render.add_argument("--image", default=DEFAULT_TASK_IMAGE, help="task image")
+    render.set_defaults(handler=_cmd_render)
 
     audit = commands.add_parser(
         "audit",
@@ -278,7 +320,33 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=_cmd_audit)
 
-    operator = commands.add_parser("operator", help="run the Kubernetes operator (kopf)")
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        epilog="bash: source <(onceflow completion bash); zsh: source <(onceflow completion zsh)",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(handler=_cmd_completion)
+
+
+def _add_internal_commands(commands: Any) -> None:
+    """Added without ``help``: argparse then leaves them out of the command list (3.11
+    prints ``==SUPPRESS==`` for a suppressed one)."""
+    _add_child_command(
+        commands, "task", "run one source task", "TaskSettings", _cmd_task, EXIT_CODES_HELP
+    )
+
+    _add_child_command(
+        commands,
+        "spark-job",
+        "run a SparkJob's streaming query",
+        "SparkJobSettings",
+        _cmd_spark_job,
+    )
+
+    _add_crds_command(commands)
+
+    operator = commands.add_parser("operator", description="run the Kubernetes operator (kopf)")
     operator.add_argument("--namespace", action="append", help="watch only these namespaces")
     operator.add_argument("--kubeconfig", help="default: in-cluster, then ~/.kube/config")
     operator.add_argument("--peering", default="onceflow", help="KopfPeering object name")
@@ -305,26 +373,19 @@ def build_parser() -> argparse.ArgumentParser:
     operator.add_argument("--verbose", action="store_true")
     operator.set_defaults(handler=_cmd_operator)
 
-    render = commands.add_parser("render", help="print the objects the operator would create")
-    _manifest_arguments(render)
-    render.add_argument(
-        "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
-    )
-    render.add_argument("--generation", type=int, default=1, help="generation to render")
-    render.add_argument("--image", default=DEFAULT_TASK_IMAGE, help="task image")
-    render.set_defaults(handler=_cmd_render)
 
-    _add_child_command(
-        commands,
-        "spark-job",
-        "run a SparkJob's streaming query",
-        "SparkJobSettings",
-        _cmd_spark_job,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onceflow",
+        description="Exactly-once Kafka sources and PySpark jobs: run pipelines on this\n"
+        "machine, render what the operator would create, audit a topic.",
+        epilog=INTERNAL_COMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-
-    crds = commands.add_parser("crds", help="write the CRDs generated from the models")
-    crds.add_argument("directory", help="output directory (crds/ in the repository)")
-    crds.set_defaults(handler=_cmd_crds)
+    parser.add_argument("--version", action="version", version=f"onceflow {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_user_commands(commands)
+    _add_internal_commands(commands)
     return parser
 
 
