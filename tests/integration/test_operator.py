@@ -214,7 +214,9 @@ def test_a_new_pipeline_is_exactly_once_from_its_first_record_while_a_job_cannot
     assert (status["mode"], status["generation"]) == ("enabled", 1), status
     rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
     assert rollout["current"] == "enabled", rollout
-    assert "SparkJob/stuck" in rollout["step"], rollout
+    assert "SparkJob/stuck" in rollout["waitingFor"], rollout
+    waiting = cluster.condition("pipelines", "orders", "Ready")
+    assert "SparkJob/stuck" in waiting["message"], waiting
     wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 0, 60, "a first record")
     written = offsets_written(kafka_bootstrap, topic)
     assert written < STREAMS * limit, "the source finished before the outage"
@@ -424,8 +426,9 @@ def test_a_workload_that_never_gets_ready_holds_the_rollout_and_is_named(
     rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
     assert rollout["current"] == "preparing"
     assert rollout["target"] == "enabled"
-    assert "SparkJob/agg" in rollout["step"]
-    assert cluster.condition("pipelines", "orders", "Ready")["status"] == "False"
+    assert rollout["step"] == "waiting 1/2", rollout  # short, for the Step column
+    ready = cluster.condition("pipelines", "orders", "Ready")
+    assert ready["status"] == "False" and "SparkJob/agg" in ready["message"], ready
 
 
 def test_deleting_a_source_stops_pods_fences_and_keeps_the_offsets(

@@ -44,7 +44,8 @@ def test_waits_for_a_lagging_workload_and_names_it() -> None:
     assert not decision.advanced
     assert decision.current is P
     assert decision.waiting_for == ("KafkaSource/b",)
-    assert "KafkaSource/b: 1/3 tasks running" in decision.step
+    assert "KafkaSource/b: 1/3 tasks running" in decision.detail
+    assert decision.step == "waiting 1/2"  # the Step column: the sentence is the condition's
 
 
 def test_unready_workload_in_the_right_mode_still_blocks() -> None:
@@ -54,6 +55,24 @@ def test_unready_workload_in_the_right_mode_still_blocks() -> None:
 def test_settled_when_at_target_and_all_ready() -> None:
     decision = decide_rollout(E, E, [_w("a", E, True)])
     assert decision.settled and decision.current is E
+    assert decision.step == "stable"
+
+
+@given(
+    current=st.sampled_from(ORDER),
+    target=st.sampled_from(ORDER),
+    workloads=st.lists(
+        st.tuples(st.sampled_from([*ORDER, None]), st.booleans(), st.text(max_size=300)),
+        max_size=40,
+    ),
+)
+def test_the_step_column_stays_short_whatever_the_workloads_say(
+    current: ExactlyOnceMode,
+    target: ExactlyOnceMode,
+    workloads: list[tuple[ExactlyOnceMode | None, bool, str]],
+) -> None:
+    observed = [_w(f"w{i}", mode, ready, why) for i, (mode, ready, why) in enumerate(workloads)]
+    assert len(decide_rollout(current, target, observed).step) <= 16
 
 
 def test_empty_pipeline_walks_freely() -> None:
@@ -97,5 +116,5 @@ def test_a_pipeline_without_status_resumes_where_its_workloads_are(
 
 def test_a_walk_below_its_target_says_the_guarantee_is_not_in_force() -> None:
     decision = decide_rollout(D, E, [_w("a", D, True), _w("b", D, False, "driver pending")])
-    assert decision.step.startswith("enabled is not in force yet (workloads run disabled); ")
-    assert "KafkaSource/b: driver pending" in decision.step
+    assert decision.detail.startswith("enabled is not in force yet (workloads run disabled); ")
+    assert "KafkaSource/b: driver pending" in decision.detail

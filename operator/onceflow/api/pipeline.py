@@ -70,7 +70,11 @@ class RolloutStatus(ApiModel):
     target: ExactlyOnceMode = Field(
         default=ExactlyOnceMode.DISABLED, description="spec.exactlyOnce, the end state."
     )
-    step: str = Field(default="", description="What the rollout is doing, in words.")
+    step: str = Field(
+        default="",
+        description="What the rollout is doing, in a few words (waiting 1/3, to enabled, "
+        "stable); the Ready condition's message says it whole, with each workload's reason.",
+    )
     waiting_for: list[str] = Field(
         default_factory=list, description="Workloads (Kind/name) not yet ready in `current`."
     )

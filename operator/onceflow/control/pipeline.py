@@ -196,12 +196,12 @@ class PipelineReconciler:
                     ready=(
                         settled,
                         "RolloutComplete" if settled else "RolloutInProgress",
-                        decision.step,
+                        decision.detail,
                     ),
                     progressing=(
                         not settled,
                         "RolloutInProgress" if not settled else "Stable",
-                        decision.step,
+                        decision.detail,
                     ),
                     degraded=workloads_degraded(workloads),
                     now=now_rfc3339(),
@@ -214,5 +214,5 @@ class PipelineReconciler:
         if obj.get("status") != wire:
             obj = write_status(self.kube, PLURAL, obj, wire, status.conditions, updated.conditions)
             if decision.advanced:
-                self.kube.event(obj, "RolloutStep", decision.step)
+                self.kube.event(obj, "RolloutStep", decision.detail)
         return settled

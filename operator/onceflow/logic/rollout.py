@@ -45,6 +45,10 @@ class RolloutDecision:
     current: ExactlyOnceMode
     """The mode to publish in status; workloads converge on it."""
     step: str
+    """A few words for ``kubectl get``'s Step column (``waiting 1/3``, ``stable``)."""
+    detail: str
+    """The whole sentence, with each lagging workload's reason: the conditions' message
+    and the event, where a column would be cut off."""
     waiting_for: tuple[str, ...]
     advanced: bool
 
@@ -81,15 +85,25 @@ def decide_rollout(
         reasons = "; ".join(
             f"{w.label}: {w.message}" for w in workloads if w.label in lagging and w.message
         )
-        step = f"waiting for {len(lagging)}/{len(workloads)} workloads in {current} ({done} ready)"
+        detail = (
+            f"waiting for {len(lagging)}/{len(workloads)} workloads in {current} ({done} ready)"
+        )
         if ORDER.index(current) < ORDER.index(target):
-            step = f"{target} is not in force yet (workloads run {current}); {step}"
+            detail = f"{target} is not in force yet (workloads run {current}); {detail}"
         return RolloutDecision(
-            current, step + (f": {reasons}" if reasons else ""), lagging, advanced=False
+            current,
+            f"waiting {len(lagging)}/{len(workloads)}",
+            detail + (f": {reasons}" if reasons else ""),
+            lagging,
+            advanced=False,
         )
     if current is target:
-        return RolloutDecision(current, f"stable in {current}", (), advanced=False)
+        return RolloutDecision(current, "stable", f"stable in {current}", (), advanced=False)
     following = next_mode(current, target)
     return RolloutDecision(
-        following, f"moving from {current} to {following} (target {target})", (), advanced=True
+        following,
+        f"to {following}",
+        f"moving from {current} to {following} (target {target})",
+        (),
+        advanced=True,
     )
