@@ -101,7 +101,8 @@ def test_run_replans_on_edit_recovers_crashes_and_survives_restart(
         )
         pids = json.loads(pids_file.read_text())
         os.kill(pids["0"], signal.SIGKILL)
-        wait_for(lambda: "task 0 exited -9; restarting" in log.read_text(), 30, "the crash")
+        crashed = "task 0 exited -9 (killed by SIGKILL); restarting"
+        wait_for(lambda: crashed in log.read_text(), 30, "the crash")
         wait_for(lambda: "g2: task 0 started" in log.read_text(), 30, "the restart")
     finally:
         run.send_signal(signal.SIGINT)
@@ -203,7 +204,9 @@ def test_run_copies_a_source_through_a_spark_job_exactly_once_across_a_driver_ki
         pids = json.loads((state / "default.copier.pids.json").read_text())
         os.kill(pids["driver"], signal.SIGKILL)
         wait_for(
-            lambda: "copier: driver exited -9; restarting" in log.read_text(), 30, "the restart"
+            lambda: "copier: driver exited -9 (killed by SIGKILL); restarting" in log.read_text(),
+            30,
+            "the restart",
         )
         wait_for(lambda: _exact(kafka_bootstrap, copied), 240, "every record copied")
 

@@ -27,11 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onceflow.logic.failure_line import exit_description, failure_line
+
 # First restart is quick (a SIGKILLed task should resume at once); repeated failures
 # back off to 30 s so a broken config does not spin the CPU.
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # Matches the default pod terminationGracePeriodSeconds order of magnitude for tasks.
 STOP_GRACE_S = 10.0
+# Enough for a Python traceback and the lines before it.
+LOG_TAIL_BYTES = 16384
 
 
 @dataclass
@@ -123,7 +127,19 @@ class ChildProcess:
         self.failures_in_a_row += 1
         self.restarts += 1
         self.next_start = now + delay
-        return f"{self.label} exited {code}; restarting in {delay:.1f}s"
+        said = f"{self.label} {exit_description(code)}; restarting in {delay:.1f}s"
+        why = failure_line(self._log_tail()) if code > 0 else None
+        return f"{said}: {why} (log {self.log_path})" if why else f"{said} (log {self.log_path})"
+
+    def _log_tail(self) -> str:
+        """The end of the log, where this life's last words are: the file keeps every
+        life's output, and a reader wants only what came last."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         """SIGTERM, wait for a graceful exit, then SIGKILL: returns only once it is gone."""
