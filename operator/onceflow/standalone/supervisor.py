@@ -28,6 +28,7 @@ from onceflow.api import InvalidResourceError, Resource, parse_resources
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import MANIFESTS, ResourceRef
 from onceflow.api.task import FileAuthority
+from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.fence_backoff import FenceFailures
@@ -172,6 +173,29 @@ def plan_run(
     if not planned and not jobs:
         raise InvalidResourceError(MANIFESTS, [Problem("", "no KafkaSource or SparkJob to run")])
     return RunPlan(planned, jobs, manifests.secrets)
+
+
+ClientExtras = tuple[tuple[str, str], ...]
+"""librdkafka settings beyond the bootstrap, hashable to tell brokers apart."""
+
+
+def brokers_problems(plan: RunPlan) -> list[Problem]:
+    """Each distinct Kafka of the plan asked once before anything starts; a refusal is
+    reported against the first workload that uses it."""
+    brokers: dict[tuple[str, ClientExtras], str] = {}
+    for desired in plan.sources:
+        brokers.setdefault((desired.bootstrap_servers, ()), ResourceRef.of(desired.pipeline).label)
+    for job in plan.spark_jobs:
+        settings = job.settings
+        extra: ClientExtras = tuple(sorted(settings.kafka_config.items()))
+        brokers.setdefault(
+            (settings.bootstrap_servers, extra), f"SparkJob {settings.namespace}/{settings.job}"
+        )
+    return [
+        problem
+        for (bootstrap, extra), label in brokers.items()
+        for problem in labelled(label, broker_problems(bootstrap, dict(extra)))
+    ]
 
 
 @dataclass
@@ -427,6 +451,8 @@ class Supervisor:
 
     def run(self, stop: threading.Event) -> None:
         plan = self._plan()
+        if refused := brokers_problems(plan):
+            raise InvalidResourceError(MANIFESTS, refused)
         lock = self._lock_state_dir()
         try:
             for pids_file in sorted(self.state_dir.glob("*.pids.json")):
