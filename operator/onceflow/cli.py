@@ -13,13 +13,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
 from onceflow.cli_completion import SHELLS
 from onceflow.manifest_files import ManifestFileError, ManifestSources
-from onceflow.model.objects import DEFAULT_TASK_IMAGE
+from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
 from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
@@ -166,7 +167,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
         documents = ManifestSources.of(_manifests(args), sys.stdin).documents()
         # The operator's tenant policy, from the same variables the chart sets on it.
         policy = policy_from(os.environ)
-        objects = render_resources(parse_resources(documents), args.generation, args.image, policy)
+        # The chart's pull secrets too, from the variable the chart sets on the operator.
+        image = WorkloadImage.from_environment(os.environ)
+        if args.image:
+            image = replace(image, default=args.image)
+        objects = render_resources(parse_resources(documents), args.generation, image, policy)
     except (InvalidResourceError, ManifestFileError) as error:
         print(_refusal(error), file=sys.stderr)
         return 1
@@ -298,7 +303,9 @@ def _add_user_commands(commands: Any) -> None:
         "-o", "--output", choices=("yaml", "json"), default="yaml", help="output format"
     )
     render.add_argument("--generation", type=int, default=1, help="generation to render")
-    render.add_argument("--image", default=DEFAULT_TASK_IMAGE, help="task image")
+    render.add_argument(
+        "--image", help=f"image of workloads that name none (default: {DEFAULT_TASK_IMAGE})"
+    )
     render.set_defaults(handler=_cmd_render)
 
     audit = commands.add_parser(

@@ -19,9 +19,9 @@ from onceflow.logic.resource_set import ResourceSet
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
 from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.model.objects import (
-    DEFAULT_TASK_IMAGE,
     KAFKA_SECRET_MOUNT,
     METRICS_PORT,
+    WorkloadImage,
     generation_configmap,
     task_pod,
     task_rbac,
@@ -40,11 +40,14 @@ def _refused(resource: Resource, policy: TenantPolicy) -> list[Problem]:
     return policy.image_problems(resource.spec.image)
 
 
+DEFAULT_IMAGE = WorkloadImage()
+
+
 def render_source(
     source: KafkaSource,
     pipeline: Pipeline | None,
     generation: int,
-    image: str,
+    image: WorkloadImage,
     connectors: ConnectorLookup,
 ) -> list[dict[str, Any]]:
     secret = pipeline.spec.kafka.auth_secret_ref if pipeline else None
@@ -63,7 +66,9 @@ def render_source(
     return [generation_configmap(source, settings), *pods]
 
 
-def render_spark_job(job: SparkJob, found: ResourceSet, image: str) -> list[dict[str, Any]]:
+def render_spark_job(
+    job: SparkJob, found: ResourceSet, image: WorkloadImage
+) -> list[dict[str, Any]]:
     settings = resolve_spark_job(
         job, found.pipeline_of(job), found.source_topics(job), where=IN_MANIFESTS
     )
@@ -78,7 +83,7 @@ def render_spark_job(job: SparkJob, found: ResourceSet, image: str) -> list[dict
 def render_resources(
     resources: Sequence[Resource],
     generation: int = 1,
-    image: str = DEFAULT_TASK_IMAGE,
+    image: WorkloadImage = DEFAULT_IMAGE,
     policy: TenantPolicy = DEFAULT_POLICY,
 ) -> list[dict[str, Any]]:
     """Objects for every KafkaSource and SparkJob, in the pipeline's target mode; or

@@ -20,11 +20,12 @@ from tests.support.testbed import ROOT, helm, kubectl
 pytestmark = pytest.mark.k8s
 
 CHART = str(ROOT / "helm" / "onceflow")
-KUBE_VERSION = "--kube-version=1.34.4"
 
 
 def _render(kubeconfig: str, namespace: str, *values: str) -> list[dict[str, Any]]:
-    out = helm(kubeconfig, "template", "of", CHART, "-n", namespace, KUBE_VERSION, *values)
+    """`helm template` as a user types it: no --kube-version (helm's own, 1.34, passes
+    the chart's kubeVersion)."""
+    out = helm(kubeconfig, "template", "of", CHART, "-n", namespace, *values)
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
@@ -205,14 +206,52 @@ def _an_operator_outage_blocks_spec_changes_but_never_finalizer_removal(
         ("operator.fenceTimeoutSeconds=0", "fenceTimeoutSeconds"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
         ("replicas=2", "replicas"),
+        ("operator.resources.limits.memory=lots", "/operator/resources/limits/memory"),
+        ("imagePullSecrets[0].secret=regcred", "imagePullSecrets"),
+        ("serviceAccount.create=false", "serviceAccount.name"),
     ],
 )
 def test_values_schema_refuses_bad_values_naming_them(
     kubeconfig: str, value: str, named: str
 ) -> None:
-    refused = helm(kubeconfig, "template", "of", CHART, KUBE_VERSION, "--set", value, check=False)
+    refused = helm(kubeconfig, "template", "of", CHART, "--set", value, check=False)
     assert refused.returncode != 0
     assert named in refused.stderr, refused.stderr
+
+
+def test_the_charts_pod_options_reach_the_operator_and_its_workloads(kubeconfig: str) -> None:
+    documents = _render(
+        kubeconfig,
+        "default",
+        "--set",
+        "imagePullSecrets[0].name=regcred,priorityClassName=critical,podLabels.team=a",
+        "--set",
+        "podAnnotations.scrape=yes,fullnameOverride=flow,serviceAccount.annotations.who=me",
+    )
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    assert deployment["metadata"]["name"] == "flow"
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["labels"]["team"] == "a"
+    assert template["metadata"]["annotations"] == {"scrape": "yes"}
+    pod = template["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "critical"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["ONCEFLOW_IMAGE_PULL_SECRETS"] == "regcred", "the workloads' pods get it too"
+    (account,) = [
+        d for d in documents if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "flow"
+    ]
+    assert account["metadata"]["annotations"] == {"who": "me"}
+    own = _render(
+        kubeconfig, "default", "--set", "serviceAccount.create=false,serviceAccount.name=ops"
+    )
+    assert not [
+        d for d in own if d["kind"] == "ServiceAccount" and "spark" not in d["metadata"]["name"]
+    ]
+    (deployment,) = [d for d in own if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
+    bound = [s["name"] for d in own if "Binding" in d["kind"] for s in d.get("subjects", [])]
+    assert "ops" in bound, bound
 
 
 def _pod(image: str, account: str = "onceflow-spark", **spec: Any) -> dict[str, Any]:
@@ -247,7 +286,6 @@ def test_a_drivers_token_creates_only_executors_of_allowed_images_as_its_own_acc
         CHART,
         "-n",
         namespace,
-        KUBE_VERSION,
         "--set",
         "tenants.imagePrefixes={registry.example.com/team}",
         "--set",
@@ -385,7 +423,6 @@ def test_one_cloud_identity_for_several_namespaces_is_refused_and_each_gets_its_
         "template",
         "of",
         CHART,
-        KUBE_VERSION,
         "--set",
         "spark.serviceAccount.namespaces={team-a,team-b}",
         "--set-string",

@@ -15,6 +15,7 @@ import yaml
 from onceflow.api import InvalidResourceError, parse_resources
 from onceflow.logic.tenant_policy import policy_from
 from onceflow.manifest_files import ManifestSources
+from onceflow.model.objects import WorkloadImage
 from onceflow.render import render_resources
 from onceflow.standalone.supervisor import plan_run
 from tests.support.testbed import ROOT
@@ -520,3 +521,40 @@ def test_render_refuses_what_the_operators_tenant_policy_refuses() -> None:
         }
     )
     assert render_resources(parse_resources(documents), policy=allowed)
+
+
+@pytest.mark.parametrize("submitter", ["spark-operator", "spark-submit"])
+def test_the_installations_pull_secrets_reach_every_workload_pod(submitter: str) -> None:
+    """A private registry holds the operator's image and the workloads' alike: the
+    chart's imagePullSecrets reach task pods, drivers and executors."""
+    image = WorkloadImage.from_environment(
+        {
+            "ONCEFLOW_TASK_IMAGE": "registry.example.com/onceflow:1",
+            "ONCEFLOW_IMAGE_PULL_SECRETS": "a, b",
+        }
+    )
+    objects = render_resources(
+        parse_resources(_orders_with_spark_job(submitter=submitter)),
+        image=image,
+    )
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert pods and all(
+        p["spec"]["imagePullSecrets"] == [{"name": "a"}, {"name": "b"}] for p in pods
+    )
+    assert all(
+        p["spec"]["containers"][0]["image"] == "registry.example.com/onceflow:1" for p in pods
+    )
+    if submitter == "spark-operator":
+        (app,) = [o for o in objects if o["kind"] == "SparkApplication"]
+        assert app["spec"]["imagePullSecrets"] == ["a", "b"]  # driver and executors
+    else:
+        (job,) = [o for o in objects if o["kind"] == "Job"]
+        assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "a"}, {"name": "b"}]
+        conf = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "spark.kubernetes.container.image.pullSecrets=a,b" in conf  # executors
+
+
+def test_without_pull_secrets_nothing_changes_so_an_upgrade_rolls_no_pod() -> None:
+    plain = render_resources(parse_resources(_quickstart()))
+    assert plain == render_resources(parse_resources(_quickstart()), image=WorkloadImage())
+    assert all("imagePullSecrets" not in o.get("spec", {}) for o in plain)

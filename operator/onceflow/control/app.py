@@ -11,10 +11,7 @@ from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
 from onceflow.logic.tenant_policy import policy_from
-from onceflow.model.objects import DEFAULT_TASK_IMAGE
-
-# Task pods run the operator's own image unless a source names another; the chart
-# sets this from the operator Deployment's image.
+from onceflow.model.objects import WorkloadImage
 
 
 @dataclass
@@ -35,7 +32,9 @@ def build_controllers() -> Controllers:
     # namespaces only: a namespaced install may read nothing else.
     watched = tuple(sorted(_names("ONCEFLOW_NAMESPACES")))
     kube = KubeClient(load_config(os.environ.get("KUBECONFIG")), watched)
-    image = os.environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE)
+    # Workload pods run the operator's own image unless their spec names another, and
+    # get the chart's imagePullSecrets: the chart sets both on the operator.
+    image = WorkloadImage.from_environment(os.environ)
     # Per-id bound on one fencing attempt: a broker that cannot answer in this time is
     # reported as Degraded and retried with backoff rather than waited on.
     fence_timeout = float(os.environ.get("ONCEFLOW_FENCE_TIMEOUT_S", "30"))

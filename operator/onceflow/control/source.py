@@ -70,6 +70,7 @@ from onceflow.model.objects import (
     LABEL_SOURCE,
     METRICS_PORT,
     TASK_GRACE_SECONDS,
+    WorkloadImage,
     configmap_name,
     generation_configmap,
     pod_template_hash,
@@ -119,7 +120,7 @@ FenceIds = Callable[..., FencingReport]
 @dataclass
 class SourceReconciler:
     kube: KubeClient
-    default_image: str
+    image: WorkloadImage
     fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
     policy: TenantPolicy = field(default_factory=TenantPolicy)
@@ -245,7 +246,7 @@ class SourceReconciler:
         obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, self.connectors)
         namespace, name = source.metadata.namespace, source.metadata.name
         secret = pipeline.spec.kafka.auth_secret_ref
-        template = pod_template_hash(source, self.default_image, secret.name if secret else None)
+        template = pod_template_hash(source, self.image, secret.name if secret else None)
         # Each pass walks the protocol until it has to wait; a handful of steps is the
         # longest walk (intent, stop, fence, start, keep), the bound catches a bug.
         acted = False
@@ -506,9 +507,7 @@ class SourceReconciler:
         secret = pipeline.spec.kafka.auth_secret_ref
         for task_id in task_ids:
             self.kube.create_pod(
-                task_pod(
-                    source, settings[task_id], self.default_image, secret.name if secret else None
-                )
+                task_pod(source, settings[task_id], self.image, secret.name if secret else None)
             )
 
     def _record_outcome(

@@ -48,7 +48,12 @@ from onceflow.logic.sink_handover import (
 from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT
 from onceflow.model.checkpoint_places import place_of
-from onceflow.model.objects import LABEL_CHECKPOINT, LABEL_SPARKJOB, spark_pod_labels
+from onceflow.model.objects import (
+    LABEL_CHECKPOINT,
+    LABEL_SPARKJOB,
+    WorkloadImage,
+    spark_pod_labels,
+)
 from onceflow.model.spark_app import (
     SPEC_HASH_ANNOTATION,
     digest,
@@ -67,7 +72,7 @@ SPARK_POD_GRACE_S = 30
 @dataclass
 class SparkJobReconciler:
     kube: KubeClient
-    default_image: str
+    image: WorkloadImage
     spark_version: str
     fence: Callable[..., FencingReport] = fence_transactional_ids
     fence_timeout_s: float = 30.0
@@ -183,7 +188,7 @@ class SparkJobReconciler:
                 update={"previous_transactional_id_prefix": producers.previous_prefix}
             )
         self.kube.put_configmap(job_configmap(job, settings))
-        desired = submission.render(job, settings, self.default_image, self.spark_version)
+        desired = submission.render(job, settings, self.image, self.spark_version)
         kind = desired["kind"]
         applied_hash = ((application or {}).get("metadata", {}).get("annotations") or {}).get(
             SPEC_HASH_ANNOTATION

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from onceflow.api.base import GROUP_VERSION
@@ -23,6 +24,33 @@ from onceflow.model.names import task_pod_name
 CONFIG_MOUNT = "/etc/onceflow"
 DEFAULT_TASK_IMAGE = "ghcr.io/onceflow/onceflow:0.1.0"
 """The image task pods run unless the operator is given another (ONCEFLOW_TASK_IMAGE)."""
+
+
+@dataclass(frozen=True)
+class WorkloadImage:
+    """What every workload pod the operator makes gets from its installation: the image
+    for a workload whose spec names none, and the registry credentials (the chart's
+    ``imagePullSecrets``) for all, since a private registry holds both images."""
+
+    default: str = DEFAULT_TASK_IMAGE
+    pull_secrets: tuple[str, ...] = ()
+
+    def of(self, named: str | None) -> str:
+        return named or self.default
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> WorkloadImage:
+        """The chart's settings on the operator (``render`` reads the same ones)."""
+        secrets = environ.get("ONCEFLOW_IMAGE_PULL_SECRETS", "")
+        return cls(
+            environ.get("ONCEFLOW_TASK_IMAGE", DEFAULT_TASK_IMAGE),
+            tuple(name.strip() for name in secrets.split(",") if name.strip()),
+        )
+
+    def pull_secret_refs(self) -> list[dict[str, str]]:
+        return [{"name": name} for name in self.pull_secrets]
+
+
 KAFKA_SECRET_MOUNT = "/etc/onceflow-kafka"
 CONNECTOR_SECRET_MOUNT = "/etc/onceflow-connector"
 TASK_SERVICE_ACCOUNT = "onceflow-task"
@@ -117,13 +145,13 @@ def generation_configmap(source: KafkaSource, settings: Sequence[TaskSettings]) 
     }
 
 
-def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str | None) -> str:
+def pod_template_hash(source: KafkaSource, image: WorkloadImage, kafka_secret: str | None) -> str:
     """A digest of what a task pod is made of beyond its task configuration (image,
     resources, the auth mount). A change rolls the pods within their generation: the
     task configs, ids and offsets are the same, and each new pod's initialisation
     fences the old pod of its id, so no new generation (and no fencing round) is due."""
     parts: dict[str, Any] = {
-        "image": source.spec.image or default_image,
+        "image": image.of(source.spec.image),
         "resources": source.spec.resources.to_wire(),
         "kafkaSecret": kafka_secret,
     }
@@ -133,6 +161,8 @@ def pod_template_hash(source: KafkaSource, default_image: str, kafka_secret: str
         parts["connectorSecret"] = connector_secret.name
     if source.spec.volumes:
         parts["volumes"] = [volume.to_wire() for volume in source.spec.volumes]
+    if image.pull_secrets:
+        parts["pullSecrets"] = list(image.pull_secrets)
     canonical = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(canonical).hexdigest()[:12]
 
@@ -179,13 +209,13 @@ def with_defaults(resources: ResourceRequirements, defaults: ResourceRequirement
 def task_pod(
     source: KafkaSource,
     settings: TaskSettings,
-    default_image: str,
+    image: WorkloadImage,
     kafka_secret: str | None = None,
 ) -> Manifest:
     name = source.metadata.name
     labels = {
         **task_labels(settings),
-        LABEL_POD_TEMPLATE: pod_template_hash(source, default_image, kafka_secret),
+        LABEL_POD_TEMPLATE: pod_template_hash(source, image, kafka_secret),
     }
     resources = source.spec.resources
     mounts: list[Manifest] = [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]
@@ -200,7 +230,7 @@ def task_pod(
         volumes.append({"name": "connector", "secret": {"secretName": connector_secret.name}})
     mounts += [volume.mount() for volume in source.spec.volumes]
     volumes += [volume.pod_volume() for volume in source.spec.volumes]
-    return {
+    pod: Manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -219,7 +249,7 @@ def task_pod(
             "containers": [
                 {
                     "name": "task",
-                    "image": source.spec.image or default_image,
+                    "image": image.of(source.spec.image),
                     # Arguments to the image's entry point (tini, then `onceflow`), so
                     # signals reach the task through an init process.
                     "args": ["task", "--config", f"{CONFIG_MOUNT}/task-{settings.task_id}.json"],
@@ -234,6 +264,9 @@ def task_pod(
             "volumes": [*volumes, {"name": "tmp", "emptyDir": {}}],
         },
     }
+    if image.pull_secrets:
+        pod["spec"]["imagePullSecrets"] = image.pull_secret_refs()
+    return pod
 
 
 def task_rbac(namespace: str) -> list[Manifest]:

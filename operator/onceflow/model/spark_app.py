@@ -19,6 +19,7 @@ from onceflow.model.objects import (
     METRICS_PORT,
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
+    WorkloadImage,
     owner_references,
     spark_pod_labels,
 )
@@ -137,7 +138,7 @@ def driver_config_maps(job: SparkJob) -> list[Manifest]:
 
 
 def spark_application(
-    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
+    job: SparkJob, settings: SparkJobSettings, image: WorkloadImage, spark_version: str
 ) -> Manifest:
     spec = job.spec
     mounts: list[Manifest] = []
@@ -148,7 +149,7 @@ def spark_application(
         )
         mounts.append({"name": "checkpoint", "mountPath": CHECKPOINT_MOUNT})
     pod_common: Manifest = {
-        "image": spec.image or image,
+        "image": image.of(spec.image),
         "serviceAccount": SPARK_SERVICE_ACCOUNT,
         "configMaps": [{"name": job_configmap_name(job.metadata.name), "path": JOB_CONFIG_MOUNT}],
         "volumeMounts": mounts,
@@ -178,7 +179,7 @@ def spark_application(
             "type": "Python",
             "pythonVersion": "3",
             "mode": "cluster",
-            "image": spec.image or image,
+            "image": image.of(spec.image),
             "mainApplicationFile": SPARK_MAIN,
             "arguments": ["--config", f"{JOB_CONFIG_MOUNT}/job.json"],
             "sparkVersion": spark_version,
@@ -210,6 +211,8 @@ def spark_application(
             },
         },
     }
+    if image.pull_secrets:
+        body["spec"]["imagePullSecrets"] = list(image.pull_secrets)
     return with_spec_hash(body)
 
 

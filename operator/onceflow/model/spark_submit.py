@@ -19,6 +19,7 @@ from onceflow.model.objects import (
     METRICS_CONTAINER_PORT,
     POD_SECURITY_CONTEXT,
     SPARK_CONTAINER_SECURITY_CONTEXT,
+    WorkloadImage,
     owner_references,
     spark_pod_labels,
 )
@@ -58,7 +59,9 @@ def submit_job_name(job: str) -> str:
     return f"{job}{DRIVER_SUFFIX}"
 
 
-def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[str, str]:
+def submit_conf(
+    job: SparkJob, settings: SparkJobSettings, image: str, pull_secrets: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Spark's Kubernetes settings for a driver running in this pod; ``$(POD_…)`` are
     expanded by the kubelet from the container's environment."""
     spec = job.spec
@@ -82,6 +85,8 @@ def submit_conf(job: SparkJob, settings: SparkJobSettings, image: str) -> dict[s
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": spec.driver.memory,
     }
+    if pull_secrets:
+        conf["spark.kubernetes.container.image.pullSecrets"] = ",".join(pull_secrets)
     for secret, path in mounted_secrets(job, settings).items():
         conf[f"spark.kubernetes.executor.secrets.{secret}"] = path
     if spec.checkpoint.pvc:
@@ -121,12 +126,12 @@ def _from_field(name: str, path: str) -> Manifest:
 
 
 def submit_job(
-    job: SparkJob, settings: SparkJobSettings, image: str, spark_version: str
+    job: SparkJob, settings: SparkJobSettings, workload_image: WorkloadImage, spark_version: str
 ) -> Manifest:
     spec = job.spec
     name = job.metadata.name
-    image = spec.image or image
-    conf = submit_conf(job, settings, image)
+    image = workload_image.of(spec.image)
+    conf = submit_conf(job, settings, image, workload_image.pull_secrets)
     arguments = ["--deploy-mode", "client", "--name", name]
     for key in sorted(conf):
         arguments += ["--conf", f"{key}={conf[key]}"]
@@ -189,6 +194,9 @@ def submit_job(
             },
         },
     }
+    if workload_image.pull_secrets:
+        pod = body["spec"]["template"]["spec"]
+        pod["imagePullSecrets"] = workload_image.pull_secret_refs()
     return with_spec_hash(body)
 
 

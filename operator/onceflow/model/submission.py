@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from onceflow.api.spark import SparkJob, SparkJobSettings, Submitter
+from onceflow.model.objects import WorkloadImage
 from onceflow.model.spark_app import Manifest, spark_application, spark_application_state
 from onceflow.model.spark_submit import submit_job, submit_job_name, submit_job_state
 
@@ -17,7 +18,7 @@ class Submission:
     api_version: str
     plural: str
     object_name: Callable[[str], str]
-    render: Callable[[SparkJob, SparkJobSettings, str, str], Manifest]
+    render: Callable[[SparkJob, SparkJobSettings, WorkloadImage, str], Manifest]
     state: Callable[[Manifest | None], str | None]
     """The state in the Spark operator's words: RUNNING, FAILED, COMPLETED, ..."""
     propagation: str
