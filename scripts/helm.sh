@@ -8,7 +8,8 @@ stdout_is_value
 HELM_VERSION="${HELM_VERSION:-3.19.5}"
 HELM_KUBE_MINOR="${HELM_KUBE_MINOR:-34}"
 BIN="$ONCEFLOW_CACHE/helm/v$HELM_VERSION-k1.$HELM_KUBE_MINOR"
-if [[ ! -x "$BIN/helm" ]]; then
+build_helm() {
+  [[ -x "$BIN/helm" ]] && return 0
   mkdir -p "$BIN"
   log "building helm v$HELM_VERSION from the Go module proxy (a few minutes cold)"
   GOBIN="$BIN/partial" GOFLAGS="-buildvcs=false" go install \
@@ -20,5 +21,6 @@ if [[ ! -x "$BIN/helm" ]]; then
     "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
   mv "$BIN/partial/helm" "$BIN/helm"
   rmdir "$BIN/partial"
-fi
+}
+with_lock helm build_helm
 emit "$BIN/helm"

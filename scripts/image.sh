@@ -75,7 +75,6 @@ context_tag() {
 }
 
 build() {
-  stdout_is_value
   ensure_tools
   local tag; tag="$(context_tag)"
   local image="localhost/onceflow:$tag"
@@ -115,7 +114,8 @@ build() {
 }
 
 case "${1:-}" in
-  build) build ;;
-  podman) shift; podman_here "$@" ;;
+  build) stdout_is_value; with_lock image build ;;
+  # Also what `node.sh` builds its pause image with: podman comes with it.
+  podman) shift; ensure_tools >&2; podman_here "$@" ;;
   *) echo "usage: $0 build | podman ARGS..." >&2; exit 2 ;;
 esac

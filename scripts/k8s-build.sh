@@ -62,6 +62,6 @@ build_etcd() {
   mv "$BIN/etcd.partial" "$BIN/etcd"
 }
 
-build_etcd
-build_kubernetes
+with_lock "k8s-$K8S_VERSION" build_etcd
+with_lock "k8s-$K8S_VERSION" build_kubernetes
 emit "$BIN"

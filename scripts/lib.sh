@@ -24,10 +24,22 @@ emit() { printf '%s\n' "$1" >&3; }
 # maven ARGS...: Maven for scripts — batch mode, quiet, no colour, no transfer progress.
 maven() { mvn -q -B --no-transfer-progress -Dstyle.color=never "$@"; }
 
+# with_lock NAME COMMAND...: COMMAND holding the cache's lock NAME. Two runs that build
+# the same thing at once (two `make k8s-up`, a test run beside a `make image`) once
+# wrote the same .partial files; now the second waits and finds the first's result.
+# Only for builds: a daemon started under it would hold the lock for its lifetime.
+with_lock() {
+  local name="$1"; shift
+  mkdir -p "$ONCEFLOW_CACHE/locks"
+  ( flock 9; "$@" ) 9>"$ONCEFLOW_CACHE/locks/$name.lock"
+}
+
 # maven_libs POM CACHE_DIR MARKER [-Dproperty=value...]: the runtime classpath POM
 # copies into CACHE_DIR/libs, resolved once (MARKER, a glob, says it is there) and
 # swapped in whole so an interrupted download is never taken for a complete one.
-maven_libs() {
+maven_libs() { with_lock "maven-${2##*/}" maven_libs_locked "$@"; }
+
+maven_libs_locked() {
   local pom="$1" dir="$2" marker="$3"; shift 3
   compgen -G "$dir/libs/$marker" >/dev/null && return 0
   log "resolving ${dir#"$ONCEFLOW_CACHE"/} from Maven Central ($*)"

@@ -59,6 +59,8 @@ def _referenced(layout: Path, manifest: Json) -> set[str]:
 def keep(layout: Path, newest: int) -> None:
     """skopeo appends a new tag's entry at the end of the index (and replaces a tag it
     writes again in place), so the newest are the last."""
+    if not (layout / "index.json").exists():
+        return
     index = _index(layout)
     kept = index["manifests"][-newest:]
     needed = set().union(*(_referenced(layout, m) for m in kept)) if kept else set()

@@ -60,6 +60,13 @@ echo "podman $*" >>"$FAKE_CALLS"
 while [[ $# -gt 0 ]]; do [[ "$1" == -o ]] && touch "$2"; shift; done
 """
 
+# skopeo: copies into the cache's layout (only its call is recorded: nothing reads the
+# layout back in this test).
+FAKE_SKOPEO = f"""#!/usr/bin/env bash
+echo "skopeo $*" >>"$FAKE_CALLS"
+{NOISE}
+"""
+
 FAKE_MMDEBSTRAP = f"""#!/usr/bin/env bash
 echo "mmdebstrap $*" >>"$FAKE_CALLS"
 {NOISE}
@@ -77,6 +84,7 @@ def cold_env(tmp_path: Path) -> dict[str, str]:
         "go": FAKE_GO,
         "podman": FAKE_PODMAN,
         "mmdebstrap": FAKE_MMDEBSTRAP,
+        "skopeo": FAKE_SKOPEO,
         "runc": "#!/bin/sh\n",
     }
     for name, body in tools.items():
@@ -101,7 +109,7 @@ def cold_env(tmp_path: Path) -> dict[str, str]:
     [
         (["kafka.sh", "libs"], "mvn", "kafka/4.1.1/libs"),
         (["spark-jars.sh"], "mvn", "spark-kafka/4.2.0/libs"),
-        (["helm.sh"], "go", "helm/v3.19.5/helm"),
+        (["helm.sh"], "go", "helm/v3.19.5-k1.34/helm"),
         (["k8s-build.sh"], "go", "k8s/v1.34.4-etcd3.6.16"),
         (["k8s.sh", "bin"], "go", "k8s/v1.34.4-etcd3.6.16"),
     ],
@@ -136,8 +144,23 @@ def test_a_cold_image_build_prints_only_the_image_reference(cold_env: dict[str, 
     assert done.returncode == 0, done.stderr
     calls = Path(cold_env["FAKE_CALLS"]).read_text()
     assert "mmdebstrap " in calls and "podman build " in calls, "the cold path never ran"
+    assert "skopeo copy " in calls, "the build is kept in the cache's layout"
     assert re.fullmatch(r"localhost/onceflow:[0-9a-f]{16}\n", done.stdout), done.stdout
     assert "\033[0m" in done.stderr
+
+
+def test_two_builds_at_once_take_turns(tmp_path: Path) -> None:
+    """Two `make k8s-up` at once used to write the same .partial files; a build holds
+    its lock until it is done and the other then starts."""
+    journal = tmp_path / "journal"
+    script = (
+        f'source "{ROOT}/scripts/lib.sh"; '
+        f'with_lock demo bash -c "echo start >>{journal}; sleep 0.5; echo end >>{journal}"'
+    )
+    env = {**os.environ, "ONCEFLOW_CACHE": str(tmp_path / "cache"), "ONCEFLOW_STATE": str(tmp_path)}
+    builds = [subprocess.Popen(["bash", "-c", script], env=env) for _ in range(2)]
+    assert [b.wait(30) for b in builds] == [0, 0]
+    assert journal.read_text().split() == ["start", "end", "start", "end"]
 
 
 def test_maven_runs_without_colour(cold_env: dict[str, str]) -> None:
