@@ -30,16 +30,6 @@ from onceflow.model.spark_app import job_configmap
 from onceflow.model.submission import submission_of
 from onceflow.runtime.plugins import operator_loader
 
-
-def _refused(resource: Resource, policy: TenantPolicy) -> list[Problem]:
-    """What the tenant policy refuses in one resource, as the webhook would."""
-    if isinstance(resource, Pipeline):
-        return policy.pipeline_problems(resource)
-    if isinstance(resource, SparkJob):
-        return policy.spark_job_problems(resource)
-    return policy.image_problems(resource.spec.image)
-
-
 DEFAULT_IMAGE = WorkloadImage()
 
 
@@ -97,7 +87,11 @@ def render_resources(
     for namespace in sorted({namespace for namespace, _ in found.sources}):
         objects += task_rbac(namespace)
     problems: list[Problem] = [
-        *(p for r in resources for p in labelled(ResourceRef.of(r).label, _refused(r, policy)))
+        *(
+            p
+            for r in resources
+            for p in labelled(ResourceRef.of(r).label, policy.resource_problems(r))
+        )
     ]
     for source in found.sources.values():
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from enum import StrEnum
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -61,13 +61,19 @@ class ConnectorSpec(ApiModel):
     )
 
 
+QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+"""A Kubernetes quantity as the API server's own schema checks it (500m, 512Mi, 1e3):
+refused here, a typo such as ``memory: lots`` would only fail at pod creation."""
+Quantity = Annotated[str, Field(pattern=QUANTITY, max_length=64)]
+
+
 class ResourceRequirements(ApiModel):
     """Kubernetes resource quantities, e.g. {cpu: 500m, memory: 512Mi}."""
 
-    requests: dict[str, str] = Field(
+    requests: dict[str, Quantity] = Field(
         default_factory=dict, max_length=16, description="Requested quantities."
     )
-    limits: dict[str, str] = Field(
+    limits: dict[str, Quantity] = Field(
         default_factory=dict, max_length=16, description="Quantity limits."
     )
 

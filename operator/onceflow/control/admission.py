@@ -62,18 +62,14 @@ def _review_alone(
 ) -> Verdict:
     """The object against the policy and what it refers to."""
     namespace = resource.metadata.namespace
+    if refused := policy.resource_problems(resource):
+        return _verdict(refused)
     if isinstance(resource, KafkaSource):
         pipeline = _pipeline(lookup, namespace, resource.spec.pipeline)
-        if refused := policy.image_problems(resource.spec.image):
-            return _verdict(refused)
         connectors = operator_loader(policy.connector_modules)
         return _verdict(resolve_source(resource, pipeline, connectors, where=_where(namespace)))
     if isinstance(resource, SparkJob):
-        if refused := policy.spark_job_problems(resource):
-            return _verdict(refused)
         return _review_spark_job(resource, namespace, lookup)
-    if refused := policy.pipeline_problems(resource):
-        return _verdict(refused)
     return review_pipeline_change(resource, listing("sparkjobs", namespace))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from onceflow.api.errors import Problem
 from onceflow.api.pipeline import Pipeline
+from onceflow.api.source import KafkaSource
 from onceflow.api.spark import RESERVED_ENV, SPARK_ENV_KEYS, SparkJob, SparkJobSpec
 from onceflow.logic.spark_conf_rules import smuggled, tenant_rule, value_refused
 from onceflow.model.checkpoint_places import path_place
@@ -118,6 +119,15 @@ class TenantPolicy:
     any_prefix: bool = False
     """Whether a Pipeline's ``spec.transactionalIdPrefix`` may be any string (a cluster
     of one team), rather than one of its own namespace's."""
+
+    def resource_problems(self, resource: Pipeline | KafkaSource | SparkJob) -> list[Problem]:
+        """What this policy refuses in one resource: the webhook, the reconcilers,
+        ``render`` and ``run`` all ask this, so each refuses the same inputs."""
+        if isinstance(resource, Pipeline):
+            return self.pipeline_problems(resource)
+        if isinstance(resource, SparkJob):
+            return self.spark_job_problems(resource)
+        return self.image_problems(resource.spec.image)
 
     def pipeline_problems(self, pipeline: Pipeline) -> list[Problem]:
         """A transactional-id prefix outside the Pipeline's namespace. Kafka knows no

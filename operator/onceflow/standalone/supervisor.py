@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -48,6 +49,7 @@ from onceflow.logic.protocol import (
 )
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
 from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, policy_from
 from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.names import legacy_task_transactional_ids
@@ -120,13 +122,22 @@ class RunPlan:
 
 
 def plan_run(
-    documents: Sequence[dict[str, Any]], bootstrap_override: str | None, state_dir: Path
+    documents: Sequence[dict[str, Any]],
+    bootstrap_override: str | None,
+    state_dir: Path,
+    policy: TenantPolicy = DEFAULT_POLICY,
 ) -> RunPlan:
-    """Validates every workload before anything starts; all problems in one error."""
+    """Validates every workload before anything starts; all problems in one error.
+    ``policy``: what the operator would refuse (Onceflow's own Spark settings, loaded
+    code), refused here too, so a pipeline tried with ``run`` is one the cluster takes."""
     manifests = load_manifests(documents)
     found = manifests.found
     planned: list[DesiredTasks] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = [
+        problem
+        for resource in manifests.resources
+        for problem in labelled(ResourceRef.of(resource).label, policy.resource_problems(resource))
+    ]
     for source in found.sources.values():
         label = ResourceRef.of(source).label
         desired = resolve_source(
@@ -412,7 +423,9 @@ class Supervisor:
             return ()  # a file or directory went: the re-plan says so
 
     def _plan(self) -> RunPlan:
-        return plan_run(self.manifests.documents(), self.bootstrap, self.state_dir)
+        # The operator's policy, from the variables the chart would set on it.
+        policy = policy_from(os.environ)
+        return plan_run(self.manifests.documents(), self.bootstrap, self.state_dir, policy)
 
     def _apply(self, plan: RunPlan) -> None:
         names = set()
