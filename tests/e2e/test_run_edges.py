@@ -46,13 +46,14 @@ def test_renaming_the_prefix_fences_the_old_ids_and_keeps_the_offsets(
         wait_for(lambda: "offsets s" in log.read_text(), 60, "the first commits")
 
         def rename(documents: list[dict[str, Any]]) -> None:
-            documents[0]["spec"]["transactionalIdPrefix"] = f"{name}-v2"
+            # Within its namespace, as the operator (and so run) requires of a prefix.
+            documents[0]["spec"]["transactionalIdPrefix"] = f"default.{name}-v2"
 
         manifest.write_text(_edited(manifest.read_text(), rename))
         wait_for(lambda: "generation 2 running" in log.read_text(), 60, "generation 2")
         text = log.read_text()
         assert f"default.{name}/source/counter/0" in text, "the old prefix's ids were fenced"
-        assert f"default.{name}-counter-offsets to {name}-v2-counter-offsets" in text
+        assert f"default.{name}-counter-offsets to default.{name}-v2-counter-offsets" in text
         wait_for(lambda: _exact(kafka_bootstrap, f"{name}.counts"), 180, "every record")
     finally:
         run.send_signal(signal.SIGINT)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from onceflow.api import InvalidResourceError
+from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
 from onceflow.manifest_files import ManifestSources
 from onceflow.standalone.supervisor import SourceSupervisor, plan_run
 
@@ -45,10 +46,16 @@ def _documents(sink: dict[str, Any], *extra: dict[str, Any], sources: Any = None
     return [pipeline, source, job, *extra]
 
 
-def _plan(tmp_path: Path, documents: list[Any], bootstrap: str | None = None) -> Any:
+def _plan(
+    tmp_path: Path,
+    documents: list[Any],
+    bootstrap: str | None = None,
+    policy: TenantPolicy = DEFAULT_POLICY,
+) -> Any:
     manifest = tmp_path / "pipeline.yaml"
     manifest.write_text(yaml.safe_dump_all(documents))
-    return plan_run(ManifestSources((str(manifest),)).documents(), bootstrap, tmp_path / "state")
+    sources = ManifestSources((str(manifest),))
+    return plan_run(sources.documents(), bootstrap, tmp_path / "state", policy)
 
 
 def test_a_spark_job_reads_its_source_topic_committed_and_checkpoints_in_the_state_dir(
@@ -190,13 +197,16 @@ def test_each_namespace_runs_against_its_own_pipeline(tmp_path: Path) -> None:
             documents.append(document)
         documents[-3]["spec"]["kafka"]["bootstrapServers"] = bootstrap
         documents[-3]["spec"]["transactionalIdPrefix"] = "shared"
-    plan = _plan(tmp_path, documents)
+    # A prefix outside the namespace, as a platform admin may allow (run refuses it by
+    # default, as the operator does).
+    any_prefix = TenantPolicy(any_prefix=True)
+    plan = _plan(tmp_path, documents, policy=any_prefix)
     assert {(d.source.metadata.namespace, d.bootstrap_servers) for d in plan.sources} == {
         ("team-a", "kafka-a:9092"),
         ("team-b", "kafka-b:9092"),
     }
     with pytest.raises(InvalidResourceError) as refused:
-        _plan(tmp_path, documents, bootstrap="127.0.0.1:9092")
+        _plan(tmp_path, documents, bootstrap="127.0.0.1:9092", policy=any_prefix)
     assert (
         "Pipeline 'p' in namespace 'team-a': spec.transactionalIdPrefix: 'shared' is also the "
         "transactional-id prefix of a Pipeline of another namespace on this Kafka cluster"
