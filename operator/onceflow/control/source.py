@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 
 from pydantic import ValidationError
@@ -42,6 +43,7 @@ from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.pod_health import pods_problem
 from onceflow.logic.protocol import (
     BackOff,
     Fence,
@@ -67,6 +69,7 @@ from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
+    LABEL_GENERATION,
     LABEL_SOURCE,
     METRICS_PORT,
     TASK_GRACE_SECONDS,
@@ -528,12 +531,24 @@ class SourceReconciler:
         status = status.model_copy(
             update={"tasks": tasks, "ready_tasks": ready, "retention": retention}
         )
+        current = [
+            pod
+            for pod in pods
+            if (pod["metadata"].get("labels") or {}).get(LABEL_GENERATION) == str(record.generation)
+        ]
+        # A task that keeps failing (a broker it cannot reach, a refusal) says why in its
+        # pod; it becomes the source's Degraded reason instead of a bare "1/3 running".
+        trouble = pods_problem(current, datetime.now(UTC))
         status = self._conditions(
             latest,
             status,
             ready=(all_ready, "TasksRunning" if all_ready else "TasksStarting", message),
             progressing=(not all_ready, "TasksStarting" if not all_ready else "Stable", message),
-            degraded=retention_condition(retention),
+            degraded=(
+                (True, trouble.reason, trouble.message)
+                if trouble
+                else retention_condition(retention)
+            ),
         )
         self._write(latest, status)
         return all_ready

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from kubernetes.client.exceptions import ApiException
 
@@ -36,6 +37,7 @@ from onceflow.control.workloads import (
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
+from onceflow.logic.pod_health import pods_problem
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
@@ -232,6 +234,12 @@ class SparkJobReconciler:
         reason = {"RUNNING": "Running", "COMPLETED": "Completed"}.get(
             state or "", "ApplicationFailed" if failed else "Starting"
         )
+        # A driver that keeps exiting, an executor no node takes: the application may
+        # still read RUNNING or SUBMITTED, and only the pods know.
+        trouble = None if completed else pods_problem(pods, datetime.now(UTC))
+        if trouble is not None:
+            self._write(obj, status, False, trouble.reason, trouble.message, degraded=True)
+            return False
         self._write(obj, status, running or completed, reason, message, degraded=failed)
         return running or completed
 
