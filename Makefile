@@ -115,7 +115,7 @@ e2e-cluster: testbed-deps
 	@ONCEFLOW_NODE_FAULTS=full $(BIN)/pytest tests/e2e/test_real_node.py $(PYTEST_ARGS)
 
 crds: install
-	$(BIN)/onceflow crds crds
+	$(BIN)/onceflow crds crds --reference docs/reference/fields.md
 	rm -rf helm/onceflow/files/crds && $(BIN)/onceflow crds helm/onceflow/files/crds
 
 demo: install spark-jars

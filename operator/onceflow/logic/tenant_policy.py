@@ -87,7 +87,7 @@ def _why_not_for_tenants(key: str, value: str) -> str | None:
     if rule is None:
         return _why_refused(key) or (
             "is not among the settings tenants may set (memory, cores, parallelism, SQL "
-            "planning and formats, streaming state: the README lists them)"
+            "planning and formats, streaming state: docs/security.md lists them)"
         )
     if value_refused(rule, value):
         return f"takes a value of the form {rule.value!r}, not {value!r}"

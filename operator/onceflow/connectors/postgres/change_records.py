@@ -1,4 +1,5 @@
-"""The JSON layout of the postgres connector's records (documented in the README).
+"""The JSON layout of the postgres connector's records (documented in
+docs/connectors.md, "Record layout").
 
 Key: the primary key columns, ``{"id": 42}``. Value::
 
