@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api import InvalidResourceError
+from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
@@ -164,7 +165,13 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from onceflow.render import render_resources
 
     try:
-        documents = ManifestSources.of(_manifests(args), sys.stdin).documents()
+        # Secrets, ConfigMaps and claims beside the resources are the user's to apply:
+        # nothing the operator creates, so nothing to preview.
+        documents = [
+            d
+            for d in ManifestSources.of(_manifests(args), sys.stdin).documents()
+            if d and not is_core_object(d)
+        ]
         # The operator's tenant policy, from the same variables the chart sets on it.
         policy = policy_from(os.environ)
         # The chart's pull secrets too, from the variable the chart sets on the operator.

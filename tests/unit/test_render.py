@@ -558,3 +558,34 @@ def test_without_pull_secrets_nothing_changes_so_an_upgrade_rolls_no_pod() -> No
     plain = render_resources(parse_resources(_quickstart()))
     assert plain == render_resources(parse_resources(_quickstart()), image=WorkloadImage())
     assert all("imagePullSecrets" not in o.get("spec", {}) for o in plain)
+
+
+def test_secrets_configmaps_and_claims_beside_the_resources_are_passed_over(
+    tmp_path: Path,
+) -> None:
+    """A directory as `kubectl apply -f` takes it: the claim and Secret a pipeline needs
+    sit beside it, and render (which once refused every `v1` object) previews the rest."""
+    core = [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "code"}, "data": {}},
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "copier-checkpoint"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    ]
+    manifest = tmp_path / "pipeline.yaml"
+    manifest.write_text(yaml.safe_dump_all([*core, *_quickstart()]))
+    rendered = subprocess.run(
+        [sys.executable, "-m", "onceflow", "render", str(manifest)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d}
+    assert "SparkApplication" in kinds and "PersistentVolumeClaim" not in kinds

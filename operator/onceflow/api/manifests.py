@@ -75,6 +75,15 @@ MANIFESTS = "manifests"
 """What ``onceflow render`` and ``onceflow run`` call the files they were given."""
 
 
+CORE_KINDS = ("Secret", "ConfigMap", "PersistentVolumeClaim")
+"""Kubernetes objects a manifest carries beside Onceflow's, as a `kubectl apply -f`
+directory does: a workload's inputs (Secrets, ConfigMaps) and its claims."""
+
+
+def is_core_object(document: Mapping[str, Any]) -> bool:
+    return document.get("apiVersion") == "v1" and document.get("kind") in CORE_KINDS
+
+
 def parse_resources(documents: Iterable[Mapping[str, Any] | None]) -> list[Resource]:
     """Every non-empty document of a manifest stream, in order; or one error with the
     problems of every document, each labelled with its resource."""

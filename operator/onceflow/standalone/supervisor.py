@@ -27,7 +27,7 @@ from typing import Any
 
 from onceflow.api import InvalidResourceError, Resource, parse_resources
 from onceflow.api.errors import Problem, labelled
-from onceflow.api.manifests import MANIFESTS, ResourceRef
+from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
@@ -104,7 +104,7 @@ def _secret_data(document: dict[str, Any]) -> dict[str, str]:
 
 
 def load_manifests(documents: Sequence[dict[str, Any]]) -> Manifests:
-    resources = parse_resources(d for d in documents if not _is_secret(d) and not _is_config_map(d))
+    resources = parse_resources(d for d in documents if d and not is_core_object(d))
     return Manifests(
         resources=resources,
         secrets={d["metadata"]["name"]: _secret_data(d) for d in documents if _is_secret(d)},
