@@ -98,3 +98,15 @@ def test_a_pipeline_names_its_degraded_workloads() -> None:
 def test_a_long_message_is_cut_to_what_a_condition_holds() -> None:
     many = _progressing(T0, [], degraded=(True, "WorkloadDegraded", "x" * (MESSAGE_LIMIT + 10)))
     assert len(_degraded(many).message) == MESSAGE_LIMIT
+
+
+def test_a_workload_not_ready_because_degraded_shows_why_in_ready() -> None:
+    """`kubectl get`'s Reason column reads Ready: a deadline passed or a failing pod must
+    show there, not only in `kubectl describe`."""
+    first = _progressing(T0, [])
+    late = _progressing(T2, first)
+    ready = next(c for c in late if c.type is ConditionType.READY)
+    assert ready.reason == PROGRESS_DEADLINE_EXCEEDED
+    failing = _progressing(T1, first, degraded=(True, "ContainerFailing", "pod x: exit 1"))
+    ready = next(c for c in failing if c.type is ConditionType.READY)
+    assert (ready.reason, ready.message) == ("ContainerFailing", "pod x: exit 1")

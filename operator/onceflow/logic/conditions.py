@@ -85,6 +85,10 @@ def set_conditions(
     already is, for a reason of its own)."""
     if deadline_s is not None and not degraded[0]:
         degraded = past_deadline(conditions, progressing, now, deadline_s) or degraded
+    if degraded[0] and not ready[0]:
+        # Not ready because of what Degraded says: Ready carries that reason, so that
+        # `kubectl get` (whose Reason column reads Ready) shows it without a describe.
+        ready = (False, degraded[1], degraded[2])
     result = list(conditions)
     for type_, (status, reason, message) in (
         (ConditionType.READY, ready),
