@@ -30,11 +30,16 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from onceflow.api.connector import ConnectorError, SourceRecord, SourceTask, TaskContext
+from onceflow.api.connector import SourceRecord, SourceTask, TaskContext
 from onceflow.connectors.postgres.catalog import Table, describe, text_columns
 from onceflow.connectors.postgres.change_records import encode, row_object
 from onceflow.connectors.postgres.server_checks import in_recovery, standby_problem
-from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect
+from onceflow.connectors.postgres.settings import (
+    DEFAULTS,
+    SettingError,
+    connect,
+    connection_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +76,11 @@ class QueryTask(SourceTask):
             if standby is not None:
                 log.warning("task %s: %s", context.task_id, context.refuse_or_warn(standby))
             self.tables = [self._polled(name, order) for name in config["tables"]]
+        except psycopg.OperationalError as error:
+            # Lost while starting (a terminated session, a server going down) is lost
+            # like any other time: the task ends saying so, not with a traceback.
+            self.conn.close()
+            raise connection_lost(error) from None
         except BaseException:
             self.conn.close()
             raise
@@ -95,8 +105,7 @@ class QueryTask(SourceTask):
                 if records := self._poll_table(polled):
                     return records
         except psycopg.OperationalError as error:
-            # Restarting from the committed offsets is all a lost connection needs.
-            raise ConnectorError(f"config.url: the connection was lost ({error})") from None
+            raise connection_lost(error) from None
         return []
 
     def _poll_table(self, polled: Polled) -> list[SourceRecord]:

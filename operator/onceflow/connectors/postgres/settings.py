@@ -165,6 +165,13 @@ def connect(url: str, secrets: Mapping[str, str], application: str) -> psycopg.C
         ) from None
 
 
+def connection_lost(error: psycopg.OperationalError) -> ConnectorError:
+    """A connection that was open and went (a terminated session, a server going
+    down): the task ends saying so, and its restart resumes from the committed offsets,
+    which is all a lost connection needs."""
+    return ConnectorError(f"config.url: the connection was lost ({error})")
+
+
 CONNECT_TIMEOUT_S = 10
 """At most this long per connection attempt, whatever the URL or Secret asks: libpq
 waits forever at 0 (its default) for a SYN nobody answers or a login nobody ends, and
