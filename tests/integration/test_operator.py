@@ -416,13 +416,14 @@ def test_a_workload_that_never_gets_ready_holds_the_rollout_and_is_named(
         },
     )
     cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
-    wait_for(
-        lambda: (
-            cluster.status("pipelines", "orders")["exactlyOnce"]["waitingFor"] == ["SparkJob/agg"]
-        ),
-        30,
-        "the rollout to wait for the SparkJob",
-    )
+
+    # The SparkJob holds the pipeline in preparing too, before the patch is seen: wait
+    # for the status that answers the new target.
+    def waiting_for_the_job() -> bool:
+        rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
+        return rollout["target"] == "enabled" and rollout["waitingFor"] == ["SparkJob/agg"]
+
+    wait_for(waiting_for_the_job, 30, "the rollout to wait for the SparkJob")
     rollout = cluster.status("pipelines", "orders")["exactlyOnce"]
     assert rollout["current"] == "preparing"
     assert rollout["target"] == "enabled"

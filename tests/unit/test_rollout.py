@@ -49,7 +49,9 @@ def test_waits_for_a_lagging_workload_and_names_it() -> None:
 
 
 def test_unready_workload_in_the_right_mode_still_blocks() -> None:
-    assert decide_rollout(P, E, [_w("a", P, False)]).waiting_for == ("KafkaSource/a",)
+    decision = decide_rollout(P, E, [_w("a", P, False)])
+    assert decision.waiting_for == ("KafkaSource/a",)
+    assert decision.detail.endswith(": KafkaSource/a"), "named even without a reason of its own"
 
 
 def test_settled_when_at_target_and_all_ready() -> None:

@@ -82,8 +82,12 @@ def decide_rollout(
     lagging = tuple(w.label for w in workloads if w.observed_mode is not current or not w.ready)
     if lagging:
         done = len(workloads) - len(lagging)
+        # Every lagging workload by name, with its reason when it reported one: one
+        # that has no status yet (no reconciler ran it) is named all the same.
         reasons = "; ".join(
-            f"{w.label}: {w.message}" for w in workloads if w.label in lagging and w.message
+            f"{w.label}: {w.message}" if w.message else w.label
+            for w in workloads
+            if w.label in lagging
         )
         detail = (
             f"waiting for {len(lagging)}/{len(workloads)} workloads in {current} ({done} ready)"
