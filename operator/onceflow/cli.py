@@ -214,14 +214,13 @@ def _cmd_crds(args: argparse.Namespace) -> int:
         (out / name).write_text(render_yaml(document, yaml))
         print(f"wrote {out / name}")
     if args.reference:
-        from onceflow.api.field_reference import examples_by_kind, field_reference
+        from onceflow.api.field_reference import (
+            example_documents,
+            examples_by_kind,
+            field_reference,
+        )
 
-        documents = [
-            document
-            for path in sorted(Path(args.examples).glob("*.yaml"))
-            for document in yaml.safe_load_all(path.read_text())
-            if isinstance(document, dict)
-        ]
+        documents = example_documents(Path(args.examples))
         reference = Path(args.reference)
         reference.parent.mkdir(parents=True, exist_ok=True)
         reference.write_text(field_reference(examples_by_kind(documents)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from onceflow.api.crd import KINDS, Schema, crd
@@ -112,6 +113,19 @@ def _scalars(document: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield from _scalars(item, f"{path}[]")
     else:
         yield path, document
+
+
+def example_documents(directory: Path) -> list[Mapping[str, Any]]:
+    """The example manifests' documents, in file name order (the first example of a
+    field wins, so the order is part of the page)."""
+    import yaml
+
+    return [
+        document
+        for path in sorted(directory.glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if isinstance(document, dict)
+    ]
 
 
 def examples_by_kind(documents: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
