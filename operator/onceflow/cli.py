@@ -79,7 +79,15 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.kafka_config is not None and not Path(args.kafka_config).is_dir():
+        print(
+            f"onceflow audit: --kafka-config {args.kafka_config}: not a directory (one file "
+            "per librdkafka setting, as a Pipeline's auth Secret is mounted)",
+            file=sys.stderr,
+        )
+        return 2
     from onceflow.eos.audit_reader import read_sequences
+    from onceflow.eos.clients import mounted_secret
     from onceflow.logic.audit import audit_sequences
     from onceflow.report import audit_json, audit_table
 
@@ -88,6 +96,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         args.topic,
         key_field=args.key,
         seq_field=args.seq,
+        extra=mounted_secret(args.kafka_config),
         isolation=args.isolation,
         timeout_s=args.timeout,
     )
@@ -134,7 +143,9 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     if not args.standalone:
         from onceflow.control.kube import KubeClient, load_config
 
-        KubeClient(load_config(args.kubeconfig)).ensure_peering(args.peering, args.namespace or [])
+        KubeClient(load_config(args.kubeconfig)).ensure_peering(
+            args.peering, args.namespace or [], args.peering_owner
+        )
     # Peers of equal priority would all pause; a random one makes exactly one active.
     priority = args.priority if args.priority is not None else random.randint(1, 10**6)
     kopf.run(
@@ -321,6 +332,11 @@ def _add_user_commands(commands: Any) -> None:
     )
     audit.add_argument("--bootstrap", required=True)
     audit.add_argument("--topic", required=True)
+    audit.add_argument(
+        "--kafka-config",
+        metavar="DIR",
+        help="librdkafka settings, one file each (a Pipeline's auth Secret, mounted)",
+    )
     audit.add_argument("--key", default="stream", help="JSON field naming the key")
     audit.add_argument("--seq", default="seq", help="JSON field with the 1-based sequence")
     audit.add_argument("--expect", type=int, help="every key must reach exactly this number")
@@ -363,6 +379,10 @@ def _add_internal_commands(commands: Any) -> None:
     operator.add_argument("--namespace", action="append", help="watch only these namespaces")
     operator.add_argument("--kubeconfig", help="default: in-cluster, then ~/.kube/config")
     operator.add_argument("--peering", default="onceflow", help="KopfPeering object name")
+    operator.add_argument(
+        "--peering-owner",
+        help="the Role (namespaced) or ClusterRole whose deletion removes the peering",
+    )
     operator.add_argument("--priority", type=int, help="peering priority (default: random)")
     operator.add_argument(
         "--standalone", action="store_true", help="no peering: only for a single replica"

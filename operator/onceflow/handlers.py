@@ -235,8 +235,8 @@ async def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
 
 
 def admit(body: kopf.Body, warnings: list[str], **_: Any) -> None:
-    kube = controllers().kube
-    verdict = review(dict(body), kube.get, kube.list_objects, controllers().sources.policy)
+    parts = controllers()
+    verdict = review(dict(body), parts.kube.get, parts.admission_listing, parts.sources.policy)
     warnings.extend(verdict.warnings)
     if not verdict.allowed:
         raise kopf.AdmissionError(verdict.message, code=422)

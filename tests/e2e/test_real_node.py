@@ -1,10 +1,13 @@
-"""Onceflow as a user runs it, on the test bed's real node: `helm install` the chart
-with the image built here, `kubectl apply` a pipeline (a source and a Spark job with
-`submitter: spark-submit`, its driver and executors real pods) into a namespace that
-enforces Pod Security "restricted", break things while it runs, and audit both topics.
-The pods reach Kafka only through SASL PLAIN over TLS with the Pipeline's auth Secret,
-so the operator's fencing, the tasks, Spark's (Java) reader and the exactly-once sink
-all prove they are given the credentials, in the words their client understands.
+"""Onceflow as a user runs it, on the test bed's real node: the getting-started page
+(docs/getting-started.md), run as written (``tests.support.guide``): its auth Secret,
+namespace and `helm install` of the chart with the image built here, its first pipeline
+(a source and a Spark job with `submitter: spark-submit`, its driver and executors real
+pods) applied into a namespace that enforces Pod Security "restricted", its audit Job
+and its clean-up. While the pipeline runs, the test breaks things and audits both
+topics itself. The pods reach Kafka only through SASL PLAIN over TLS with the
+Pipeline's auth Secret, so the operator's fencing, the tasks, Spark's (Java) reader,
+the exactly-once sink and the audit Job all prove they are given the credentials, in
+the words their client understands.
 
 `make test` runs the short fault list; `make e2e-cluster` (ONCEFLOW_NODE_FAULTS=full)
 runs every fault: also a task container killed under the kubelet, the active operator
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +34,7 @@ from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
 from tests.support.api_audit import calls_by, granted
 from tests.support.checkpoint import batch_in_flight
+from tests.support.guide import Guide, guide_file, guide_steps
 from tests.support.kafka import CommittedTail
 from tests.support.node import (
     Node,
@@ -38,20 +43,26 @@ from tests.support.node import (
     node_kafka_client,
     tag_image,
 )
-from tests.support.testbed import ROOT, onceflow_image
+from tests.support.testbed import ROOT, helm_path, kubectl_path, onceflow_image
 
 pytestmark = [pytest.mark.node, pytest.mark.image, pytest.mark.kafka, pytest.mark.timeout(2400)]
 
 FULL = os.environ.get("ONCEFLOW_NODE_FAULTS") == "full"
-STREAMS = 2
-LIMIT = 50_000 if FULL else 3_000  # per stream; the source writes ~300 records/s
+PAGE = (ROOT / "docs" / "getting-started.md").read_text()
+PIPELINE = {
+    d["kind"]: d["spec"] for d in yaml.safe_load_all(guide_file(PAGE, "first-pipeline.yaml"))
+}
+STREAMS = PIPELINE["KafkaSource"]["connector"]["config"]["streams"]
+# Per stream; the source writes ~300 records/s.
+LIMIT = 50_000 if FULL else PIPELINE["KafkaSource"]["connector"]["config"]["limit"]
 # Spark copies at most BATCH records per 2 s trigger, slower than the source writes:
 # the job has batches in flight from its first record until well after the source ends.
-BATCH = 500
+BATCH = PIPELINE["SparkJob"]["input"]["maxOffsetsPerTrigger"]
 CHART = ROOT / "helm" / "onceflow"
-TASKS = "onceflow.io/source"
-DRIVER = "spark-role=driver"
-EXECUTOR = "spark-role=executor"
+# The page's pipeline only: broken workloads run beside it in the same namespace.
+TASKS = "onceflow.io/source=counter"
+DRIVER = "spark-role=driver,onceflow.io/sparkjob=copier"
+EXECUTOR = "spark-role=executor,onceflow.io/sparkjob=copier"
 TEST_LABEL = ("onceflow-test", "real-node")  # on this test's namespaces
 
 
@@ -71,6 +82,8 @@ class Run:
     tails: dict[str, CommittedTail] = field(default_factory=dict)
     installed_at: str = ""
     """When the chart was installed (RFC 3339 UTC): the audit log is read from there."""
+    guide: Guide | None = None
+    """The getting-started page's steps, run a stretch at a time."""
 
     @property
     def source_topic(self) -> str:
@@ -98,6 +111,11 @@ class Run:
         self.counted[topic] = self.counted.get(topic, 0) + len(fresh)
         return self.counted[topic]
 
+    def follow(self, words: str) -> str:
+        """Runs the page on through its step with these words; returns the output."""
+        assert self.guide is not None, "the fixture reads the page"
+        return self.guide.run_through(words)
+
     def wait(self, what: str, check: Callable[[], bool], timeout_s: float = 600) -> float:
         started = time.monotonic()
         while time.monotonic() - started < timeout_s:
@@ -108,96 +126,67 @@ class Run:
         raise AssertionError(f"timed out waiting for {what}; events:\n{events[-4000:]}")
 
 
-def _manifests(run: Run, bootstrap: str) -> list[dict[str, Any]]:
+def _checkpoint_volume(run: Run) -> dict[str, Any]:
+    """The volume the page's claim binds to: the node has no provisioner, so a
+    hostPath the test reads as the job runs."""
     checkpoint = run.checkpoint
     checkpoint.mkdir(parents=True, exist_ok=True)
     os.chown(checkpoint, 65532, 65532)  # the image's user; a hostPath has no fsGroup
-    meta = {"namespace": run.namespace}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{run.namespace}-checkpoint"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+            "storageClassName": "",
+            "claimRef": {"namespace": run.namespace, "name": "copier-checkpoint"},
+            "hostPath": {"path": str(checkpoint), "type": "Directory"},
+        },
+    }
+
+
+def _substitutions(run: Run) -> list[tuple[str, str]]:
+    """What the test bed has in place of the page's examples, as (regex, replacement)."""
+    repository, tag = run.image.rsplit(":", 1)
     return [
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{run.namespace}-checkpoint"},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "claimRef": {"namespace": run.namespace, "name": "copier-checkpoint"},
-                "hostPath": {"path": str(checkpoint), "type": "Directory"},
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "copier-checkpoint", **meta},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "volumeName": f"{run.namespace}-checkpoint",
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "kafka-auth", **meta},
-            "stringData": node_kafka_client(),
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "Pipeline",
-            "metadata": {"name": "quickstart", **meta},
-            "spec": {
-                "kafka": {"bootstrapServers": bootstrap, "authSecretRef": {"name": "kafka-auth"}},
-                "exactlyOnce": "enabled",
-            },
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "KafkaSource",
-            "metadata": {"name": "counter", **meta},
-            "spec": {
-                "pipeline": "quickstart",
-                "topic": run.source_topic,
-                "tasksMax": 1,
-                "exactlyOnceSupport": "required",
-                "connector": {
-                    "type": "sequence",
-                    "config": {
-                        "streams": STREAMS,
-                        "limit": LIMIT,
-                        "batchSize": 50,
-                        "pollIntervalMs": 100,
-                    },
-                },
-            },
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "SparkJob",
-            "metadata": {"name": "copier", **meta},
-            "spec": {
-                "pipeline": "quickstart",
-                "submitter": "spark-submit",
-                "input": {"sources": ["counter"], "maxOffsetsPerTrigger": BATCH},
-                "transform": {"sql": "SELECT key, value FROM input"},
-                "sink": {"kafka": {"topic": run.sink_topic, "partitions": 2}},
-                "checkpoint": {"pvc": "copier-checkpoint"},
-                "trigger": {"processingTime": "2s"},
-                "driver": {"memory": "768m"},
-                "executor": {"instances": 1, "memory": "768m"},
-                # Two cores on the node: Spark's own keys for requests below a core.
-                "sparkConf": {
-                    "spark.kubernetes.driver.request.cores": "250m",
-                    "spark.kubernetes.executor.request.cores": "250m",
-                },
-            },
-        },
+        # The image built here, loaded into the node's containerd rather than pushed.
+        (re.escape("registry.example.com/onceflow:0.1.0"), run.image),
+        (r"repository: registry\.example\.com/onceflow", f"repository: {repository}"),
+        (r'tag: "0\.1\.0"', f'tag: "{tag}"\n  pullPolicy: Never'),
+        # A failover in seconds, for the operator deleted in the full run.
+        (r"(?m)^webhook:", "operator: {peeringLifetimeSeconds: 15}\nwebhook:"),
+        # The broker's listener on the node network (SASL PLAIN over TLS).
+        (r"my-cluster-kafka-bootstrap\.kafka\.svc:9093", node_kafka_bootstrap()),
+        # A namespace and topics of this run: a reused node and broker keep earlier ones.
+        (r"\bpipelines\b", run.namespace),
+        (r"\bquickstart\.counts\b", run.source_topic),
+        (r"\bquickstart\.copied\b", run.sink_topic),
+        (r"\blimit: \d+", f"limit: {LIMIT}"),
+        (r'--expect, "\d+"', f'--expect, "{LIMIT}"'),
     ]
 
 
+def _guide(run: Run, workdir: Path) -> Guide:
+    """The page's steps, run where a reader who cloned the repository stands (the chart
+    and the venv at hand), with the test bed's tools and its Kafka's credentials."""
+    for name in ("helm", ".venv"):
+        (workdir / name).symlink_to(ROOT / name)
+    client = node_kafka_client()
+    (workdir / "ca.pem").write_text(client["ssl.ca.pem"])
+    tools = f"{Path(kubectl_path()).parent}:{Path(helm_path()).parent}"
+    env = {
+        **os.environ,
+        "KUBECONFIG": run.node.kubeconfig,
+        "PATH": f"{tools}:{os.environ['PATH']}",
+        "API_KEY": client["sasl.username"],
+        "API_SECRET": client["sasl.password"],
+    }
+    return Guide(guide_steps(PAGE, _substitutions(run)), workdir, env)
+
+
 @pytest.fixture
-def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
+def run(real_node: Node, kafka_bootstrap: str, tmp_path: Path) -> Iterator[Run]:
     image = onceflow_image()
     load_image(image)
     suffix = uuid.uuid4().hex[:6]
@@ -205,7 +194,7 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
         node=real_node,
         kafka=kafka_bootstrap,
         namespace=f"pipes-{suffix}",
-        # A user's names: CRDs outlive `helm uninstall` and belong to their release.
+        # The page's names: CRDs outlive `helm uninstall` and belong to their release.
         operator_namespace="onceflow-system",
         release="onceflow",
         image=image,
@@ -215,41 +204,19 @@ def run(real_node: Node, kafka_bootstrap: str) -> Iterator[Run]:
     real_node.helm(
         "uninstall", run.release, "-n", run.operator_namespace, "--ignore-not-found", "--wait"
     )
-    real_node.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": run.namespace,
-                "labels": {
-                    TEST_LABEL[0]: TEST_LABEL[1],
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                    "pod-security.kubernetes.io/enforce-version": "latest",
-                },
-            },
-        }
-    )
-    repository, tag = image.rsplit(":", 1)
+    run.guide = _guide(run, tmp_path)
     run.installed_at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-    real_node.helm(
-        "install", run.release, str(CHART), "-n", run.operator_namespace, "--create-namespace",
-        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-        "--set", "image.pullPolicy=Never",
-        "--set", f"spark.serviceAccount.namespaces={{{run.namespace}}}",
-        "--set", "operator.peeringLifetimeSeconds=15",
-        # The pipeline runs the operator's image; this makes the pod policy's image
-        # rule one the foreign pod below must break.
-        "--set", "tenants.imagePrefixes={registry.example.com/team}",
-        "--wait", "--timeout", "5m",
-    )  # fmt: skip
     try:
+        # The auth Secret (the page's managed Kafka), the namespace, the values, Helm.
+        run.follow("helm install")
+        run.node.kubectl("label", "namespace", run.namespace, "=".join(TEST_LABEL))
         yield run
     finally:
         for tail in run.tails.values():
             tail.close()
         real_node.kubectl("delete", "namespace", run.namespace, "--wait=false", check=False)
         real_node.kubectl("delete", "pv", f"{run.namespace}-checkpoint", check=False)
-        real_node.helm("uninstall", run.release, "-n", run.operator_namespace)
+        real_node.helm("uninstall", run.release, "-n", run.operator_namespace, "--ignore-not-found")
 
 
 def _active_operator(run: Run) -> str:
@@ -268,15 +235,17 @@ def _active_operator(run: Run) -> str:
     return pod
 
 
+def _status(run: Run, plural: str, name: str) -> dict[str, Any]:
+    found = json.loads(run.node.kubectl("get", plural, name, "-n", run.namespace, "-o", "json"))
+    return dict(found.get("status") or {})
+
+
 def _progress(run: Run) -> dict[str, Any]:
-    (job,) = run.node.get("sparkjobs", run.namespace)
-    progress: dict[str, Any] = (job.get("status") or {}).get("progress") or {}
-    return progress
+    return dict(_status(run, "sparkjobs", "copier").get("progress") or {})
 
 
 def _source_status(run: Run) -> dict[str, Any]:
-    status: dict[str, Any] = run.node.get("kafkasources", run.namespace)[0].get("status") or {}
-    return status
+    return _status(run, "kafkasources", "counter")
 
 
 def _source_enabled(run: Run) -> bool:
@@ -443,7 +412,10 @@ def _the_cluster_role_grants_what_the_operator_used(run: Run) -> None:
     assert extras, "cluster mode needs more than a namespace's Role"
     assert extras <= used, f"granted in cluster mode but never used: {sorted(extras - used)}"
     only_namespaced = granted(role) - granted(cluster_role)
-    assert {resource for _, resource, _ in only_namespaced} == {"kopfpeerings"}, only_namespaced
+    # The peering and its owner: in each namespace rather than cluster-wide.
+    assert {resource for _, resource, _ in only_namespaced} == {"kopfpeerings", "roles"}, (
+        only_namespaced
+    )
 
 
 def _audit(run: Run, topic: str) -> None:
@@ -457,7 +429,9 @@ def _audit(run: Run, topic: str) -> None:
 def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults(run: Run) -> None:
     total = STREAMS * LIMIT
     started = time.monotonic()
-    run.node.apply(*_manifests(run, node_kafka_bootstrap()))
+    run.node.apply(_checkpoint_volume(run))
+    run.follow("kubectl apply -f checkpoint-pvc.yaml")  # `onceflow render` first
+    broken = _broken_workloads(run)
     _editors_and_viewers_get_onceflows_kinds(run)
     first = run.wait("a first source record", lambda: run.committed(run.source_topic) > 0)
     print(f"apply -> first record committed by the source: {first:.0f} s")
@@ -465,6 +439,8 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
     run.wait("a first copied record", lambda: run.committed(run.sink_topic) > 0)
     print(f"apply -> first record copied by Spark: {time.monotonic() - started:.0f} s")
     _fault_on_the_driver(run)
+    # Early, while the copy finishes: the crash-looping ones take CPU from it.
+    _broken_workloads_say_why(run, broken)
     if FULL:
         _upgrade_the_operator(run)
     run.wait("the source to finish", lambda: run.committed(run.source_topic) >= total, 900)
@@ -484,6 +460,133 @@ def test_a_helm_installed_pipeline_runs_in_real_pods_exactly_once_through_faults
             assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     _the_cluster_role_grants_what_the_operator_used(run)
     _a_drivers_token_starts_nothing_but_executors(run)
+    phase = time.monotonic()
+    verdict = run.follow("kubectl logs")  # the page's status commands and its audit Job
+    assert "OK: exactly once" in verdict, verdict
+    print(f"the page's status commands and audit Job: {time.monotonic() - phase:.0f} s")
+    phase = time.monotonic()
+    _cleaning_up_removes_the_pipeline_and_the_release(run)
+    print(f"the page's clean-up, the peering gone: {time.monotonic() - phase:.0f} s")
+
+
+def _sparkjob(name: str, namespace: str, topic: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "SparkJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "pipeline": "quickstart",
+            "submitter": "spark-submit",
+            "input": {"topics": [topic]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": f"{topic}.{name}", "partitions": 1}},
+            "checkpoint": {"path": f"/tmp/{name}"},
+            **spec,
+        },
+    }
+
+
+def _degraded_reason(run: Run, plural: str, namespace: str, name: str) -> str:
+    (found,) = [o for o in run.node.get(plural, namespace) if o["metadata"]["name"] == name]
+    conditions = (found.get("status") or {}).get("conditions") or []
+    degraded = [c for c in conditions if c["type"] == "Degraded" and c["status"] == "True"]
+    return str(degraded[0]["reason"]) if degraded else ""
+
+
+Broken = dict[tuple[str, str, str, str], dict[str, Any]]
+"""(plural, namespace, name, the Degraded reason it must show) -> the workload."""
+
+
+def _broken_workloads(run: Run) -> Broken:
+    """Workloads that cannot run, applied beside the pipeline (they use little CPU: a
+    driver or task start now and then): a driver whose query fails at once (its
+    container exits 1, again and again), one asking more CPU than the node has (its pod
+    Pending), one in a namespace the chart made no `onceflow-spark` ServiceAccount in
+    (its Job cannot create the pod), and a source whose task is killed for memory as it
+    starts (a crash loop, as on an unreachable broker)."""
+    elsewhere = f"{run.namespace}-nosa"
+    secret = {"kind": "Secret", "apiVersion": "v1", "stringData": node_kafka_client()}
+    run.node.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": elsewhere, "labels": dict([TEST_LABEL])},
+        },
+        secret | {"metadata": {"name": "kafka-auth", "namespace": elsewhere}},
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": "quickstart", "namespace": elsewhere},
+            "spec": {
+                "kafka": {
+                    "bootstrapServers": node_kafka_bootstrap(),
+                    "authSecretRef": {"name": "kafka-auth"},
+                },
+                "exactlyOnce": "enabled",
+            },
+        },
+    )
+    source = run.source_topic
+    starved = {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": "KafkaSource",
+        "metadata": {"name": "starved", "namespace": run.namespace},
+        "spec": {
+            "pipeline": "quickstart",
+            "topic": f"{run.name}.starved",
+            "connector": {"type": "sequence", "config": {"streams": 1, "limit": 10}},
+            "resources": {"requests": {"memory": "8Mi"}, "limits": {"memory": "8Mi"}},
+        },
+    }
+    broken = {
+        ("sparkjobs", run.namespace, "fails", "ContainerFailing"): _sparkjob(
+            "fails", run.namespace, source, transform={"sql": "SELECT no_such_column FROM input"}
+        ),
+        ("sparkjobs", run.namespace, "greedy", "Unschedulable"): _sparkjob(
+            "greedy",
+            run.namespace,
+            source,
+            sparkConf={"spark.kubernetes.driver.request.cores": "64"},
+        ),
+        ("sparkjobs", elsewhere, "orphan", "FailedCreate"): _sparkjob(
+            "orphan", elsewhere, f"{run.name}.none"
+        ),
+        ("kafkasources", run.namespace, "starved", "ContainerFailing"): starved,
+    }
+    run.node.apply(*broken.values())
+    return broken
+
+
+def _broken_workloads_say_why(run: Run, broken: Broken) -> None:
+    """Each is Degraded with the reason Kubernetes gave: a SparkJob used to read
+    Ready=False "submitted", Degraded=False, and a crash-looping source flipped Ready
+    without saying why."""
+    for plural, namespace, name, reason in broken:
+        run.wait(
+            f"{plural} {name} Degraded with {reason}",
+            lambda: _degraded_reason(run, plural, namespace, name) == reason,  # noqa: B023
+            300,
+        )
+    for plural, namespace, name, _ in broken:
+        run.node.kubectl("delete", plural, name, "-n", namespace, "--wait")
+    (elsewhere,) = {namespace for _, namespace, _, _ in broken} - {run.namespace}
+    run.node.kubectl("delete", "namespace", elsewhere, "--wait=false")
+
+
+def _cleaning_up_removes_the_pipeline_and_the_release(run: Run) -> None:
+    """The page's clean-up, to its last step. Two installs in a row: the first one's
+    peers used to stay in the peering, and a second release under the same name started
+    beside its predecessor's ghosts."""
+    peering = ("clusterkopfpeering", run.release)
+    assert run.node.kubectl("get", *peering, "-o", "name", check=False).strip(), "no peering"
+    run.follow("helm uninstall")
+    assert run.guide is not None and run.guide.done, "a step of the page was left out"
+    assert not run.node.get("kafkasources", run.namespace), "deleted with the pipeline"
+    run.wait(
+        "the garbage collector to remove the peering with the release",
+        lambda: not run.node.kubectl("get", *peering, "--ignore-not-found", "-o", "name").strip(),
+        60,
+    )
 
 
 # Run in the driver's container as the job's code could: its token, the API server,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,12 @@ def test_an_empty_topic_fails_the_audit(kafka_bootstrap: str, keys: list[str]) -
     done = _audit(kafka_bootstrap, topic, "--expect", "100", *keys)
     assert done.returncode == 1, done.stdout
     assert "VIOLATIONS FOUND" in done.stdout
+
+
+def test_a_kafka_config_that_is_no_directory_is_refused_naming_it(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    done = _audit(kafka_bootstrap, "any", "--kafka-config", str(tmp_path / "absent"))
+    assert done.returncode == 2
+    assert f"--kafka-config {tmp_path / 'absent'}: not a directory" in done.stderr
+    assert "Traceback" not in done.stderr

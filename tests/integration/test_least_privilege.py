@@ -97,7 +97,10 @@ def test_the_namespaced_install_grants_what_the_operator_uses_and_nothing_else(
     as_operator = _token_kubeconfig(kubeconfig, home, account, tmp_path / "operator.kubeconfig")
     kubelet = LocalKubelet(kubeconfig, watched, tmp_path / "kubelet").start()
     operator = OperatorProcess(
-        as_operator, watched, tmp_path / "operator.log", extra=("--peering=onceflow",)
+        as_operator,
+        watched,
+        tmp_path / "operator.log",
+        extra=("--peering=onceflow", f"--peering-owner={account}"),
     ).start()
     cluster = Cluster(kubeconfig, watched)
     try:
@@ -115,6 +118,12 @@ def test_the_namespaced_install_grants_what_the_operator_uses_and_nothing_else(
     )
     unused = granted(role) - used
     assert not unused, f"granted but never used: {sorted(unused)}"
+    # `helm uninstall` deletes the Role, and with it (the garbage collector) the peering.
+    peering = json.loads(
+        kubectl(kubeconfig, "get", "kopfpeering", "onceflow", "-n", watched, "-o", "json").stdout
+    )
+    owners = [(o["kind"], o["name"], o["uid"]) for o in peering["metadata"]["ownerReferences"]]
+    assert owners == [("Role", account, role["metadata"]["uid"])], owners
 
 
 def _a_pipelines_life(cluster: Cluster, bootstrap: str) -> None:

@@ -123,13 +123,18 @@ def kubectl(
     )
 
 
-def helm(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Runs helm built by ``scripts/helm.sh`` (cached by version) against the test bed."""
+def helm_path() -> str:
+    """Helm built by ``scripts/helm.sh`` (cached by version)."""
     built = subprocess.run(
         ["bash", str(ROOT / "scripts" / "helm.sh")], capture_output=True, text=True, check=True
     )
+    return built.stdout.strip()
+
+
+def helm(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Runs the test bed's helm against a cluster of the test bed."""
     return subprocess.run(
-        [built.stdout.strip(), "--kubeconfig", kubeconfig, *args],
+        [helm_path(), "--kubeconfig", kubeconfig, *args],
         capture_output=True,
         text=True,
         check=check,

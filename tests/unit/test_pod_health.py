@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from onceflow.logic.pod_health import PodProblem, pods_problem
+from onceflow.logic.pod_health import PodProblem, creation_refused, pods_problem
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
@@ -91,3 +91,20 @@ def test_healthy_and_leaving_pods_say_nothing() -> None:
     leaving = _pod("old", containerStatuses=[_restarted(1, timedelta(seconds=5))])
     leaving["metadata"]["deletionTimestamp"] = _at(timedelta(seconds=1))
     assert pods_problem([_pod("agg-driver"), leaving], NOW) is None
+
+
+def test_the_latest_failed_create_of_a_jobs_events_names_the_cause() -> None:
+    refused = 'pods "copier-driver-" is forbidden: serviceaccount "onceflow-spark" not found'
+    events = [
+        {
+            "reason": "FailedCreate",
+            "message": "an older one",
+            "lastTimestamp": "2026-11-28T10:00:00Z",
+        },
+        {"reason": "FailedCreate", "message": refused, "lastTimestamp": "2026-11-28T10:05:00Z"},
+        {"reason": "SuccessfulCreate", "message": "x", "lastTimestamp": "2026-11-28T10:06:00Z"},
+    ]
+    assert creation_refused("Job copier-driver", events) == PodProblem(
+        "FailedCreate", f"Job copier-driver cannot create its pod: {refused}"
+    )
+    assert creation_refused("Job copier-driver", events[2:]) is None

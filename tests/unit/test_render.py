@@ -142,6 +142,11 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
     assert template["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     assert template["spec"]["automountServiceAccountToken"] is False, "executors need no token"
     assert "spark.kubernetes.executor.podTemplateFile" not in app["spec"]["sparkConf"]
+    # Half a core per Spark core: a first pipeline fits a two-core node.
+    assert (app["spec"]["driver"]["coreRequest"], app["spec"]["executor"]["coreRequest"]) == (
+        "500m",
+        "500m",
+    )
 
     for document in documents:
         if document and document["kind"] == "SparkJob":
@@ -164,17 +169,18 @@ def test_spark_pods_carry_the_restricted_security_context_and_driver_resources()
         "spark.kubernetes.authenticate.executor.serviceAccountName=onceflow-spark"
         in (driver["args"])
     )
-    # 2 GiB of heap and Spark's 40 % overhead for a Python driver.
+    # 2 GiB of heap and Spark's 40 % overhead for a Python driver; half a core per core.
     assert driver["resources"] == {
-        "requests": {"cpu": "2", "memory": "2867Mi"},
+        "requests": {"cpu": "1000m", "memory": "2867Mi"},
         "limits": {"memory": "2867Mi"},
     }
     for document in documents:
         if document and document["kind"] == "SparkJob":
-            document["spec"]["sparkConf"] = {"spark.kubernetes.driver.request.cores": "500m"}
+            document["spec"]["sparkConf"] = {"spark.kubernetes.driver.request.cores": "250m"}
     (job,) = [o for o in render_resources(parse_resources(documents)) if o["kind"] == "Job"]
     (driver,) = job["spec"]["template"]["spec"]["containers"]
-    assert driver["resources"]["requests"]["cpu"] == "500m", "Spark's own key for a smaller request"
+    assert driver["resources"]["requests"]["cpu"] == "250m", "Spark's own key for a smaller request"
+    assert "spark.kubernetes.executor.request.cores=500m" in driver["args"], driver["args"]
 
 
 @pytest.mark.parametrize("value", ["lots", "1.5cpu", ""])

@@ -68,7 +68,7 @@ Jobs), read the Secrets Pipelines and connectors name. */ -}}
   verbs: [update]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list]
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch, create, delete]

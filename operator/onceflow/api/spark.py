@@ -430,6 +430,12 @@ CPU_REQUEST_KEYS = (
     "spark.kubernetes.driver.request.cores",
     "spark.kubernetes.executor.request.cores",
 )
+DEFAULT_MILLICORES_PER_CORE = 500
+"""What a driver or executor requests per Spark core unless sparkConf says otherwise.
+Spark asks for a whole core per core, and a first pipeline (two operator replicas,
+its tasks, a driver and an executor) then does not fit a two-core node: the executor
+stayed Pending. Its threads wait on Kafka and storage as much as they compute, and no
+CPU limit is set, so half a core reserved per core still lets them use idle CPU."""
 CPU_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?|[0-9]+m)$")
 
 
@@ -537,6 +543,12 @@ class SparkJobSpec(ApiModel):
         # The API server's twin of _env_names_are_unique (a list keyed by name).
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
+
+    def cpu_request(self, key: str) -> str:
+        """The pod's CPU request for one of ``CPU_REQUEST_KEYS``: sparkConf's, or
+        ``DEFAULT_MILLICORES_PER_CORE`` per core of that role."""
+        cores = self.driver.cores if key == CPU_REQUEST_KEYS[0] else self.executor.cores
+        return self.spark_conf.get(key, f"{cores * DEFAULT_MILLICORES_PER_CORE}m")
 
     @model_validator(mode="after")
     def _cpu_requests_are_quantities(self) -> Self:

@@ -6,8 +6,10 @@ import os
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from onceflow.control.kube import KubeClient, load_config
+from onceflow.control.graph import Listing
+from onceflow.control.kube import KubeClient, Obj, load_config
 from onceflow.control.pipeline import PipelineReconciler
+from onceflow.control.shared_reads import SharedReads
 from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
 from onceflow.logic.tenant_policy import policy_from
@@ -20,6 +22,9 @@ class Controllers:
     sources: SourceReconciler
     pipelines: PipelineReconciler
     spark_jobs: SparkJobReconciler
+    admission_listing: Listing
+    """The stored objects the webhook judges against, read once for requests that
+    arrive together (``shared_reads``)."""
 
 
 def _names(variable: str) -> frozenset[str]:
@@ -58,4 +63,9 @@ def build_controllers() -> Controllers:
         progress_deadline_s=deadline,
     )
     pipelines = PipelineReconciler(kube, policy, progress_deadline_s=deadline)
-    return Controllers(kube, sources, pipelines, spark_jobs)
+    lists: SharedReads[tuple[str, str], list[Obj]] = SharedReads(
+        lambda key: kube.list_objects(*key)
+    )
+    return Controllers(
+        kube, sources, pipelines, spark_jobs, lambda plural, namespace: lists((plural, namespace))
+    )

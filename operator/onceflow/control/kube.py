@@ -22,6 +22,7 @@ from onceflow.model.objects import controller_of
 
 Obj = dict[str, Any]
 HTTP_FORBIDDEN, HTTP_NOT_FOUND, HTTP_CONFLICT = 403, 404, 409
+_CLUSTER_PEERING = ("ClusterKopfPeering", "clusterkopfpeerings")
 
 
 ALL_NAMESPACES = ""
@@ -259,23 +260,57 @@ class KubeClient:
             if error.status != HTTP_CONFLICT:
                 raise
 
-    def ensure_peering(self, name: str, namespaces: list[str]) -> None:
+    def ensure_peering(self, name: str, namespaces: list[str], owner: str | None = None) -> None:
         """kopf insists that a named peering object exists; creating it here makes a
         fresh install (Helm, plain kubectl) start without a manual step. Cluster-wide
-        operators share a ClusterKopfPeering, namespaced ones a KopfPeering each."""
-        body = {"apiVersion": "kopf.dev/v1", "metadata": {"name": name}}
-        try:
-            if not namespaces:
-                self.custom.create_cluster_custom_object(
-                    "kopf.dev", "v1", "clusterkopfpeerings", {**body, "kind": "ClusterKopfPeering"}
+        operators share a ClusterKopfPeering, namespaced ones a KopfPeering each.
+
+        ``owner`` names the Role (in each watched namespace) or ClusterRole the peering
+        belongs to: Helm cannot create the peering itself (its CRD is in the same
+        release), so the garbage collector removes it with the chart's RBAC on
+        ``helm uninstall``, and a second install starts with no dead peers in it. A
+        peering made before it had an owner is given one."""
+        targets: list[str | None] = [*namespaces] if namespaces else [None]
+        for namespace in targets:
+            kind, plural = ("KopfPeering", "kopfpeerings") if namespace else _CLUSTER_PEERING
+            where = (
+                ("kopf.dev", "v1", namespace, plural) if namespace else ("kopf.dev", "v1", plural)
+            )
+            metadata: Obj = {"name": name}
+            if owner is not None:
+                metadata["ownerReferences"] = [self._rbac_owner(owner, namespace)]
+            body = {"apiVersion": "kopf.dev/v1", "kind": kind, "metadata": metadata}
+            create, patch = (
+                (
+                    self.custom.create_namespaced_custom_object,
+                    self.custom.patch_namespaced_custom_object,
                 )
-            for namespace in namespaces:
-                self.custom.create_namespaced_custom_object(
-                    "kopf.dev", "v1", namespace, "kopfpeerings", {**body, "kind": "KopfPeering"}
+                if namespace
+                else (
+                    self.custom.create_cluster_custom_object,
+                    self.custom.patch_cluster_custom_object,
                 )
-        except ApiException as error:
-            if error.status != HTTP_CONFLICT:
-                raise
+            )
+            try:
+                create(*where, body)
+            except ApiException as error:
+                if error.status != HTTP_CONFLICT:
+                    raise
+                if owner is not None:
+                    patch(*where, name, {"metadata": metadata})
+
+    def _rbac_owner(self, name: str, namespace: str | None) -> Obj:
+        """An owner reference to the Role ``name`` in ``namespace``, or the ClusterRole."""
+        if namespace:
+            role = self.rbac.read_namespaced_role(name, namespace)
+        else:
+            role = self.rbac.read_cluster_role(name)
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role" if namespace else "ClusterRole",
+            "name": name,
+            "uid": role.metadata.uid,
+        }
 
     def secret_if_present(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         """The Secret's data and resourceVersion, or None."""
@@ -333,6 +368,14 @@ class KubeClient:
         return True
 
     # -- events ---------------------------------------------------------------------
+
+    def events_of(self, obj: Obj) -> list[Obj]:
+        """The core/v1 Events about ``obj`` (by its UID)."""
+        meta = obj["metadata"]
+        found = self.core.list_namespaced_event(
+            meta["namespace"], field_selector=f"involvedObject.uid={meta['uid']}"
+        )
+        return [self._plain(event) for event in found.items]
 
     def event(self, obj: Obj, reason: str, message: str, warning: bool = False) -> None:
         """A core/v1 Event on ``obj``; best effort, never fails the reconcile."""

@@ -37,7 +37,7 @@ from onceflow.control.workloads import (
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
-from onceflow.logic.pod_health import pods_problem
+from onceflow.logic.pod_health import creation_refused, pods_problem
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import (
@@ -237,6 +237,10 @@ class SparkJobReconciler:
         # A driver that keeps exiting, an executor no node takes: the application may
         # still read RUNNING or SUBMITTED, and only the pods know.
         trouble = None if completed else pods_problem(pods, datetime.now(UTC))
+        if trouble is None and not completed and not pods:
+            trouble = creation_refused(
+                f"{kind} {application['metadata']['name']}", self.kube.events_of(application)
+            )
         if trouble is not None:
             self._write(obj, status, False, trouble.reason, trouble.message, degraded=True)
             return False

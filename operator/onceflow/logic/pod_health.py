@@ -1,6 +1,7 @@
 """What a workload's pods say about it that its own object does not: a driver that
 keeps exiting while its SparkApplication still reads RUNNING or SUBMITTED, an executor
-the scheduler cannot place, a task crash-looping on an unreachable broker.
+the scheduler cannot place, a task crash-looping on an unreachable broker, and a
+driver's Job whose pod the API server keeps refusing (only the Job's events say so).
 
 Without this, such a workload showed Ready (or merely Progressing) and the reason sat
 in a pod's status that nobody looks at. The finding names the pod, the cause in
@@ -97,3 +98,16 @@ def pods_problem(pods: Sequence[Pod], now: datetime) -> PodProblem | None:
             if found := judge(pod):
                 return found
     return None
+
+
+def creation_refused(owner: str, events: Sequence[Mapping[str, Any]]) -> PodProblem | None:
+    """The latest ``FailedCreate`` among the events of a pod's owner (a spark-submit
+    Job, whose controller cannot create the driver's pod: no ``onceflow-spark``
+    ServiceAccount in the namespace, a quota, Pod Security), or None. The Job itself
+    stays active with no pod and no condition, so the workload read Ready=False,
+    "submitted", for ever."""
+    refused = [e for e in events if e.get("reason") == "FailedCreate"]
+    if not refused:
+        return None
+    latest = max(refused, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return PodProblem("FailedCreate", f"{owner} cannot create its pod: {latest.get('message')}")

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob, SparkJobSettings
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
     LABEL_SPARKJOB,
@@ -197,6 +197,7 @@ def spark_application(
                 "configMaps": driver_config_maps(job),
                 "ports": [{**METRICS_CONTAINER_PORT, "protocol": "TCP"}],
                 "cores": spec.driver.cores,
+                "coreRequest": spec.cpu_request(CPU_REQUEST_KEYS[0]),
                 "memory": spec.driver.memory,
                 **({"env": spec.env_manifest} if spec.env else {}),
             },
@@ -207,6 +208,7 @@ def spark_application(
                 "template": executor_pod_template(job),
                 "instances": spec.executor.instances,
                 "cores": spec.executor.cores,
+                "coreRequest": spec.cpu_request(CPU_REQUEST_KEYS[1]),
                 "memory": spec.executor.memory,
             },
         },

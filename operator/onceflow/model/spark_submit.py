@@ -81,6 +81,7 @@ def submit_conf(
         **{f"spark.kubernetes.executor.label.{k}": v for k, v in spark_pod_labels(job).items()},
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
+        EXECUTOR_REQUEST_CORES: spec.cpu_request(EXECUTOR_REQUEST_CORES),
         "spark.executor.memory": spec.executor.memory,
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": spec.driver.memory,
@@ -106,7 +107,7 @@ UNIT_MIB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 # Spark's own key for a CPU request below the driver's cores (e.g. "500m"), which Spark
 # honours for the driver pods it creates; here the driver pod is ours, so we do.
-DRIVER_REQUEST_CORES = CPU_REQUEST_KEYS[0]
+DRIVER_REQUEST_CORES, EXECUTOR_REQUEST_CORES = CPU_REQUEST_KEYS
 
 
 def driver_resources(cpu: str, memory: str) -> Manifest:
@@ -181,7 +182,7 @@ def submit_job(
                                 *spec.env_manifest,
                             ],
                             "resources": driver_resources(
-                                spec.spark_conf.get(DRIVER_REQUEST_CORES, str(spec.driver.cores)),
+                                spec.cpu_request(DRIVER_REQUEST_CORES),
                                 spec.driver.memory,
                             ),
                             "securityContext": SPARK_CONTAINER_SECURITY_CONTEXT,
