@@ -567,7 +567,7 @@ def _broken_workloads_say_why(run: Run, broken: Broken) -> None:
             lambda: _degraded_reason(run, plural, namespace, name) == reason,  # noqa: B023
             300,
         )
-    for plural, namespace, name, _ in broken:
+        # At once: a crash-looping driver's restarts take CPU from the pipeline.
         run.node.kubectl("delete", plural, name, "-n", namespace, "--wait")
     (elsewhere,) = {namespace for _, namespace, _, _ in broken} - {run.namespace}
     run.node.kubectl("delete", "namespace", elsewhere, "--wait=false")
