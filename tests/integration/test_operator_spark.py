@@ -163,11 +163,16 @@ def test_spark_job_is_submitted_gates_the_rollout_and_fences_on_repartition(
         60,
         "a new SparkApplication after re-partitioning",
     )
-    reasons = [e.reason for e in cluster.events("agg")]
-    assert "SinkFenced" in reasons
-    assert reasons.index("SinkFenced") < len(reasons) - 1 - reasons[::-1].index(
-        "ApplicationSubmitted"
-    )
+
+    # The operator posts ApplicationSubmitted just after creating the application: the
+    # new uid can be seen a moment before it (ci19 read the events in between).
+    def submitted_after_fencing() -> bool:
+        reasons = [e.reason for e in cluster.events("agg")]
+        return "SinkFenced" in reasons and reasons.index("SinkFenced") < len(reasons) - 1 - reasons[
+            ::-1
+        ].index("ApplicationSubmitted")
+
+    wait_for(submitted_after_fencing, 30, "the sink fenced before the new submission")
     with pytest.raises(KafkaException):
         zombie.commit_transaction(30)
     assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 3
@@ -256,6 +261,10 @@ def test_a_rename_right_after_an_upgrade_still_fences_the_prefix_the_driver_used
         30,
         "the sink prefix in use recorded",
     )
+    # The prefix is recorded before the driver's ConfigMap is written, and the
+    # ConfigMap is what says which prefix a legacy status's driver was told: killed in
+    # between (ci19, under load), no driver had been told anything.
+    wait_for(lambda: _application(cluster) is not None, 30, "the driver submitted")
     first.kill()
     legacy = {
         k: v
