@@ -15,6 +15,8 @@ from onceflow.control.sparkjob import SparkJobReconciler
 from onceflow.logic.tenant_policy import policy_from
 from onceflow.model.objects import WorkloadImage
 
+ADMISSION_LIST_TIMEOUT_S = 8.0
+
 
 @dataclass
 class Controllers:
@@ -63,8 +65,10 @@ def build_controllers() -> Controllers:
         progress_deadline_s=deadline,
     )
     pipelines = PipelineReconciler(kube, policy, progress_deadline_s=deadline)
+    # Bounded below the webhook's 10 s: a hung LIST would otherwise hold every review
+    # that shares it, and with failurePolicy Fail refuse every write of the kind.
     lists: SharedReads[tuple[str, str], list[Obj]] = SharedReads(
-        lambda key: kube.list_objects(*key)
+        lambda key: kube.list_objects(*key, timeout_s=ADMISSION_LIST_TIMEOUT_S)
     )
     return Controllers(
         kube, sources, pipelines, spark_jobs, lambda plural, namespace: lists((plural, namespace))

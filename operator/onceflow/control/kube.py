@@ -77,16 +77,20 @@ class KubeClient:
                 return None
             raise
 
-    def list_objects(self, plural: str, namespace: str) -> list[Obj]:
+    def list_objects(
+        self, plural: str, namespace: str, timeout_s: float | None = None
+    ) -> list[Obj]:
         """Onceflow objects of ``namespace``, or of every watched one for
-        ``ALL_NAMESPACES``."""
+        ``ALL_NAMESPACES``; ``timeout_s`` bounds each request."""
         if namespace == ALL_NAMESPACES and not self.namespaces:
-            listing = self.custom.list_cluster_custom_object(API_GROUP, API_VERSION, plural)
+            listing = self.custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, plural, _request_timeout=timeout_s
+            )
             return cast(list[Obj], listing["items"])
         found: list[Obj] = []
         for each in self.namespaces if namespace == ALL_NAMESPACES else (namespace,):
             listing = self.custom.list_namespaced_custom_object(
-                API_GROUP, API_VERSION, each, plural
+                API_GROUP, API_VERSION, each, plural, _request_timeout=timeout_s
             )
             found.extend(listing["items"])
         return found
