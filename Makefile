@@ -87,12 +87,11 @@ check: lint typecheck imports
 unit: install
 	@$(BIN)/pytest tests/unit -q $(PYTEST_ARGS)
 
-# Everything, cheapest tier first (unit, the test bed itself, integration, e2e), so a
-# broken pure test shows in the first minute of a 35-minute run. pytest exits 5 when
-# it collected nothing: a suite that runs no test is broken.
+# Everything, cheapest tier first (unit, the test bed itself, then the rest on two
+# workers, then the tests marked `alone` one at a time: scripts/test.sh says why), so a
+# broken pure test shows in the first minute. A suite that runs no test is broken.
 test: testbed-deps check
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	@bash scripts/test.sh
 
 # The end-to-end tests and the conformance kits at the sizes that find rare
 # interleavings (the defaults in make test still inject real faults, and assert they

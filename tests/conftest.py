@@ -26,6 +26,41 @@ if (_archive := spark_submit_options()) is not None:
     os.environ.setdefault("SPARK_SUBMIT_OPTS", _archive)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--alone",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="tests marked alone: run them with the rest (default), leave them out (a run "
+        "with workers side by side), or run only them (the run after it)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A test marked ``alone`` freezes the broker, restarts the database or replaces a
+    cluster-wide object: beside another worker's test it breaks that test, not itself."""
+    workers = getattr(config.option, "numprocesses", None)
+    if workers not in (None, 0, 1) and config.getoption("--alone") != "exclude":
+        raise pytest.UsageError(
+            "tests marked alone cannot run beside other workers: add --alone=exclude to a "
+            "run with -n, and run --alone=only after it (scripts/test.sh does both)"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.getoption("--alone")
+    if choice == "include":
+        return
+    wanted = choice == "only"
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if (item.get_closest_marker("alone") is not None) == wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def _service(script: str) -> Iterator[str]:
     service = ScriptedService(script)
     address = service.ensure_up()

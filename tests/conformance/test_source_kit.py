@@ -31,10 +31,16 @@ BUILT_IN = [
     pytest.param(
         PostgresIncrementingSubject,
         id=PostgresIncrementingSubject.name,
-        marks=pytest.mark.postgres,
+        marks=[pytest.mark.postgres, pytest.mark.alone],
     ),
-    pytest.param(PostgresCdcSubject, id=PostgresCdcSubject.name, marks=pytest.mark.postgres),
+    pytest.param(
+        PostgresCdcSubject,
+        id=PostgresCdcSubject.name,
+        marks=[pytest.mark.postgres, pytest.mark.alone],
+    ),
 ]
+"""The PostgreSQL subjects restart the server and end sessions by application name: they
+run alone."""
 
 
 @pytest.fixture

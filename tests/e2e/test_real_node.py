@@ -45,7 +45,15 @@ from tests.support.node import (
 )
 from tests.support.testbed import ROOT, helm_path, kubectl_path, onceflow_image
 
-pytestmark = [pytest.mark.node, pytest.mark.image, pytest.mark.kafka, pytest.mark.timeout(2400)]
+# alone: the real node and the broker's node listener are one per test bed, and the
+# node's pods need every core they can get.
+pytestmark = [
+    pytest.mark.alone,
+    pytest.mark.node,
+    pytest.mark.image,
+    pytest.mark.kafka,
+    pytest.mark.timeout(2400),
+]
 
 FULL = os.environ.get("ONCEFLOW_NODE_FAULTS") == "full"
 PAGE = (ROOT / "docs" / "getting-started.md").read_text()

@@ -17,7 +17,9 @@ from tests.support.cluster import Cluster, new_namespace
 from tests.support.testbed import kubectl
 from tests.support.webhook import webhook_operator
 
-pytestmark = pytest.mark.k8s
+# alone: the webhook's configuration is cluster-wide, and its burst test counts every
+# LIST of Pipelines the API server answers.
+pytestmark = [pytest.mark.alone, pytest.mark.k8s]
 
 
 @pytest.fixture(scope="module")

@@ -157,6 +157,7 @@ def test_a_pod_create_the_api_refuses_degrades_the_source(
     _ready(cluster, "kafkasources", "counter")
 
 
+@pytest.mark.alone  # it replaces the Pipeline CRD
 def test_an_invalid_pipeline_degrades_itself_and_names_itself_to_its_workloads(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, kubeconfig: str
 ) -> None:
@@ -199,6 +200,7 @@ def _created(cluster: Cluster, body: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.alone  # it deletes the Spark operator's CRD
 def test_a_spark_job_without_the_spark_operator_crd_says_so(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, kubeconfig: str
 ) -> None:

@@ -17,7 +17,8 @@ import yaml
 from tests.support.cluster import new_namespace
 from tests.support.testbed import ROOT, helm, kubectl
 
-pytestmark = pytest.mark.k8s
+# alone: a release installs cluster-wide objects (CRDs, ClusterRoles, the webhook).
+pytestmark = [pytest.mark.alone, pytest.mark.k8s]
 
 CHART = str(ROOT / "helm" / "onceflow")
 

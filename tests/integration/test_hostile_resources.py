@@ -31,7 +31,8 @@ from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.waiting import wait_for
 from tests.support.webhook import webhook_operator
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+# alone: its webhook's configuration is cluster-wide (one name, every namespace's writes).
+pytestmark = [pytest.mark.alone, pytest.mark.k8s, pytest.mark.kafka]
 
 CASES = int(os.environ.get("ONCEFLOW_FUZZ_CASES", "300"))
 POLICY = TenantPolicy(image_prefixes=("registry.example.com/",))

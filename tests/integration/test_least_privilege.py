@@ -34,7 +34,8 @@ from tests.support.kubelet import LocalKubelet
 from tests.support.testbed import ROOT, helm, kubectl
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+# alone: a release installs cluster-wide objects, and the audit log is the API server's.
+pytestmark = [pytest.mark.alone, pytest.mark.k8s, pytest.mark.kafka]
 
 CHART = str(ROOT / "helm" / "onceflow")
 

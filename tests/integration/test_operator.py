@@ -178,6 +178,7 @@ OUTAGE_S = 30
 made at-least-once tasks exit and replay (issue 26, item 7)."""
 
 
+@pytest.mark.alone  # it freezes the broker
 def test_a_new_pipeline_is_exactly_once_from_its_first_record_while_a_job_cannot_start(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:

@@ -258,6 +258,7 @@ class _CommitsStalled:
         return time.monotonic() - self.since >= self.quiet_s
 
 
+@pytest.mark.alone  # it freezes the broker
 def test_sigterm_during_a_blocked_commit_stops_the_task_gracefully(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:

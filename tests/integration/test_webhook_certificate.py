@@ -20,7 +20,8 @@ from tests.support.cluster import Cluster, OperatorProcess, install_crds, new_na
 from tests.support.testbed import kubectl
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.k8s
+# alone: the webhook's configuration is cluster-wide (one name, every namespace's writes).
+pytestmark = [pytest.mark.alone, pytest.mark.k8s]
 SECRET = "onceflow-webhook-tls"
 
 
