@@ -46,8 +46,10 @@ run() {  # one pytest run; 5 (it collected nothing) is not a failure on its own
 
 run tests/unit
 [[ $failed -eq 0 ]] || exit 1
-for service in "${SHARED[@]}"; do
-  bash "scripts/$service.sh" up >/dev/null || { echo "scripts/$service.sh up failed" >&2; exit 1; }
+for service in "${SHARED[@]}"; do  # their start-up chatter only if one fails
+  if ! out="$(bash "scripts/$service.sh" up 2>&1)"; then
+    echo "$out" >&2; echo "scripts/$service.sh up failed" >&2; exit 1
+  fi
 done
 run tests/testbed
 [[ $failed -eq 0 ]] || exit 1

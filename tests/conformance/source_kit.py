@@ -8,12 +8,14 @@ changes its source system while faults land, and an audit comparing what Kafka h
 through SIGKILLs at random moments, SIGKILLs of every task while a transaction is
 open, the subject's own faults, and halfway a restart under a new generation (stop,
 fence, start, as the supervisor does), then returns the audit once the load ended and
-Kafka caught up with the source.
+Kafka caught up with the source. A connector that first reads what its source already
+holds (a snapshot) has every task SIGKILLed inside it too, before the rest.
 
 Faults that miss prove nothing, so the kit proves its own before returning: every
 fault landed while the load was still changing the source, every SIGKILL ended a live
-task, the output holds aborted records that only a SIGKILL can have left there, and
-each of the subject's faults hit at least once. A run that cannot show all of that
+task, the output holds aborted records that only a SIGKILL can have left there, a
+snapshot was still underway after a SIGKILL, and each of the subject's faults hit at
+least once. A run that cannot show all of that
 fails, whatever its audit says. Last, on the quiet source, the subject's refusals:
 changes the connector cannot deliver exactly, each of which must stop a task with
 nothing of it delivered. tests/conformance/README.md tells connector authors
@@ -26,7 +28,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
@@ -37,7 +39,13 @@ from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.task import ExitCode
 from tests.support.background import BackgroundWork
 from tests.support.kafka import TransactionWatch, aborted_records, offsets_written
-from tests.support.tasks import TaskProcess, generation_settings, plan, write_generation
+from tests.support.tasks import (
+    TaskProcess,
+    generation_settings,
+    plan,
+    stored_offsets,
+    write_generation,
+)
 from tests.support.waiting import wait_for
 
 MIN_FAULTS = 4
@@ -50,9 +58,13 @@ IN_FLIGHT_S = 0.2
 FIRST_RECORDS_S = 120.0
 SETTLE_S = 300.0
 REFUSAL_S = 60.0
+SNAPSHOT_KILLS = 2
+"""SIGKILLs of every task inside a snapshot, as long as it lasts."""
+SNAPSHOT_PAUSE_S = (0.0, 0.3)
 
 KILL_ONE = "sigkill one task"
 KILL_ALL = "sigkill every task mid-transaction"
+KILL_IN_SNAPSHOT = "sigkill every task inside the snapshot"
 GENERATION_CHANGE = "restart under generation 2"
 
 
@@ -157,7 +169,11 @@ class SourceRefusal:
     and the output caught up, so whatever is delivered after it came of it."""
 
     name: str
-    edit: Callable[[], None]
+    edit: Callable[[], dict[str, Any] | None]
+    """Makes the change. One the running tasks cannot meet (their server failed over
+    to a read replica) returns the connector config that reaches the changed system:
+    the kit then restarts the tasks on it under a new generation, as a spec edit or a
+    restart behind a moved address would."""
     says: str
     """Words the log of the task it stopped shows."""
 
@@ -176,6 +192,9 @@ class SourceSubject(Protocol):
     """``spec.transactionBoundary``: ``poll``, ``interval`` or ``connector``."""
     interval_ms: int | None = None
     """``spec.transactionBoundaryIntervalMs`` under ``interval``."""
+    takes_snapshot: bool = False
+    """Whether a task first reads what the source already holds (a snapshot), which
+    the kit then SIGKILLs inside: ``snapshot_underway`` says when."""
 
     @property
     def restart_tasks_max(self) -> int:
@@ -201,6 +220,11 @@ class SourceSubject(Protocol):
         kit calls it once ``topic`` holds records."""
         ...
 
+    def snapshot_underway(self, stored: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether the tasks' committed source offsets ``stored`` say a snapshot still
+        has rows to read (asked only when ``takes_snapshot``)."""
+        return False
+
     def faults(self) -> list[SourceFault]:
         return []
 
@@ -212,7 +236,7 @@ class SourceSubject(Protocol):
         called once no task of the run is left."""
 
 
-FaultKind = Literal["sigkill", "source", "generation"]
+FaultKind = Literal["sigkill", "snapshot", "source", "generation"]
 
 
 @dataclass(frozen=True)
@@ -220,8 +244,9 @@ class FaultEvent:
     kind: FaultKind
     name: str
     hit: bool
-    """A SIGKILL ended a live task; a source fault hit something; generation 1 stopped
-    on its SIGTERM."""
+    """A SIGKILL ended a live task (inside a snapshot: every task, and the snapshot was
+    still underway after it); a source fault hit something; generation 1 stopped on
+    its SIGTERM."""
     during_load: bool
     """The load was still running when the fault was over."""
 
@@ -269,9 +294,15 @@ def fault_schedule(faults: int, source_faults: Sequence[str], rng: random.Random
     return [*steps[:half], GENERATION_CHANGE, *steps[half:]]
 
 
-def fault_evidence_problems(report: KitReport, source_faults: Sequence[str]) -> list[str]:
+def fault_evidence_problems(
+    report: KitReport, source_faults: Sequence[str], takes_snapshot: bool = False
+) -> list[str]:
     """Why the run's faults are not proven to have landed; empty when they are."""
     problems: list[str] = []
+    if takes_snapshot and not any(e.kind == "snapshot" and e.hit for e in report.events):
+        problems.append(
+            "no SIGKILL landed inside the snapshot: give the source more rows to read first"
+        )
     late = [e.name for e in report.events if not e.during_load]
     if late:
         problems.append(
@@ -305,7 +336,9 @@ def run_source_kit(
     finally:
         run.stop_tasks()
         subject.close()
-    problems = fault_evidence_problems(report, [f.name for f in run.source_faults])
+    problems = fault_evidence_problems(
+        report, [f.name for f in run.source_faults], subject.takes_snapshot
+    )
     assert not problems, f"{report.summary()}; faults not proven: {problems}"
     return report
 
@@ -329,18 +362,22 @@ class _KitRun:
         self.authority = workdir / "state.json"
         self.load = subject.load(size, bootstrap, self.topic)
         self.tasks: list[TaskProcess] = []
+        self.generation = 0
         self.watch: TransactionWatch | None = None
         self.aborted_at_change = 0
         self.expected_exits: list[ExpectedExit] = []
         """Exits struck faults may cause, while they may (SourceFault.ends_tasks)."""
         self.restarts = 0
 
-    def _plan(self, tasks_max: int, name: str | None = None) -> DesiredTasks:
+    def _plan(
+        self, tasks_max: int, name: str | None = None, config: dict[str, Any] | None = None
+    ) -> DesiredTasks:
         return plan(
             self.bootstrap,
             connector=self.subject.connector,
             tasks_max=tasks_max,
-            config=self.config,
+            config=config or self.config,
+            support="required",
             boundary=self.subject.boundary,
             interval_ms=self.subject.interval_ms,
             name=name,
@@ -350,6 +387,7 @@ class _KitRun:
         self._start_generation(1)
         self.load.released.clear()  # its last part waits for the last fault
         self.load.start()
+        events = self._kill_in_snapshot() if self.subject.takes_snapshot else []
         wait_for(self._first_records_committed, FIRST_RECORDS_S, "the first committed records")
         self.watch = TransactionWatch(self.bootstrap, self.topic)
         names = [f.name for f in self.source_faults]
@@ -359,7 +397,6 @@ class _KitRun:
             GENERATION_CHANGE: self._change_generation,
             **{f.name: self._striker(f) for f in self.source_faults},
         }
-        events: list[FaultEvent] = []
         for step in fault_schedule(self.size.faults, names, self.rng):
             if step != KILL_ALL:  # which finds its own moment
                 time.sleep(self.rng.uniform(*GAP_S))  # fault timing, not synchronisation
@@ -383,7 +420,9 @@ class _KitRun:
     def _refuse(self, refusal: SourceRefusal, settled: KitAudit) -> str:
         """Makes the change and waits for a task to stop on it; nothing may have been
         delivered since the output caught up."""
-        refusal.edit()
+        moved = refusal.edit()
+        if moved is not None:
+            self._next_generation(self.subject.restart_tasks_max, moved)
 
         def stopped() -> bool:
             return any(
@@ -401,9 +440,29 @@ class _KitRun:
         return refusal.name
 
     def _start_generation(self, generation: int) -> None:
+        self.generation = generation
         write_generation(self.authority, generation, self.desired.task_count, "enabled")
         settings = generation_settings(self.desired, generation, self.authority)
         self.tasks = [TaskProcess(s, self.workdir).start() for s in settings]
+
+    def _next_generation(self, tasks_max: int, config: dict[str, Any] | None = None) -> bool:
+        """What the supervisor does for a new generation: record the intent, stop the
+        old tasks, fence their transactional ids, start the new tasks. Returns whether
+        every old task stopped on the SIGTERM."""
+        old = self.desired
+        self.desired = self._plan(tasks_max, old.source.metadata.name, config)
+        write_generation(self.authority, self.generation + 1, self.desired.task_count, "enabled")
+        for task in self.tasks:
+            task.signal(signal.SIGTERM)
+        codes = [task.wait(30) for task in self.tasks]
+        ids = task_transactional_ids(
+            old.pipeline.transactional_id_prefix, old.source.metadata.name, old.task_count
+        )
+        fencing = fence_transactional_ids(self.bootstrap, ids)
+        assert fencing.ok, fencing.summary()
+        self._start_generation(self.generation + 1)
+        # A task restarted a moment ago may die of the SIGTERM before it handles it.
+        return all(code in (ExitCode.STOPPED, -signal.SIGTERM) for code in codes)
 
     def _signal_all(self, signum: int) -> None:
         for task in self.tasks:
@@ -475,6 +534,34 @@ class _KitRun:
         name = KILL_ALL if caught else f"{KILL_ALL} (none caught open)"
         return self._event("sigkill", name, all(code == -signal.SIGKILL for code in codes))
 
+    def _kill_in_snapshot(self) -> list[FaultEvent]:
+        """Every task SIGKILLed at a random moment while the snapshot runs, up to
+        SNAPSHOT_KILLS times: each once the committed offsets moved since the last (the
+        restarted tasks resumed it) and still say it is underway. A kill landed inside
+        it when they still say so after the kill: the tasks died with rows left to read."""
+        events: list[FaultEvent] = []
+        seen: list[dict[str, Any]] | None = None
+        for _ in range(SNAPSHOT_KILLS):
+
+            def moved(before: list[dict[str, Any]] | None = seen) -> bool:
+                self._check_alive()
+                stored = list(stored_offsets(self.desired).values())
+                return bool(stored) and stored != before
+
+            wait_for(moved, FIRST_RECORDS_S, "the snapshot to commit progress")
+            seen = list(stored_offsets(self.desired).values())
+            if not self.subject.snapshot_underway(seen):
+                break
+            time.sleep(self.rng.uniform(*SNAPSHOT_PAUSE_S))  # fault timing
+            self._signal_all(signal.SIGKILL)
+            codes = [task.wait(30) for task in self.tasks]
+            underway = self.subject.snapshot_underway(list(stored_offsets(self.desired).values()))
+            for task in self.tasks:
+                task.start()
+            killed = all(code == -signal.SIGKILL for code in codes)
+            events.append(self._event("snapshot", KILL_IN_SNAPSHOT, killed and underway))
+        return events
+
     def _striker(self, fault: SourceFault) -> Callable[[], FaultEvent]:
         def strike() -> FaultEvent:
             if fault.ends_tasks:
@@ -485,26 +572,13 @@ class _KitRun:
         return strike
 
     def _change_generation(self) -> FaultEvent:
-        """What the supervisor does for a new generation: record the intent, stop the
-        old tasks, fence their transactional ids, start the new tasks. The aborted
-        records counted around it are the stop's and the fencing's, not a kill's."""
+        """Generation 2, halfway through the faults. The aborted records counted around
+        it are the stop's and the fencing's, not a kill's."""
         aborted_before = aborted_records(self.bootstrap, self.topic)
-        old = self.desired
-        self.desired = self._plan(self.subject.restart_tasks_max, old.source.metadata.name)
-        write_generation(self.authority, 2, self.desired.task_count, "enabled")
-        for task in self.tasks:
-            task.signal(signal.SIGTERM)
-        codes = [task.wait(30) for task in self.tasks]
-        # A task restarted a moment ago may die of the SIGTERM before it handles it.
-        stopped = all(code in (ExitCode.STOPPED, -signal.SIGTERM) for code in codes)
-        ids = task_transactional_ids(
-            old.pipeline.transactional_id_prefix, old.source.metadata.name, old.task_count
-        )
-        fencing = fence_transactional_ids(self.bootstrap, ids)
-        assert fencing.ok, fencing.summary()
+        before = self.desired.task_count
+        stopped = self._next_generation(self.subject.restart_tasks_max)
         self.aborted_at_change = aborted_records(self.bootstrap, self.topic) - aborted_before
-        self._start_generation(2)
-        name = f"{GENERATION_CHANGE} ({old.task_count} -> {self.desired.task_count} tasks)"
+        name = f"{GENERATION_CHANGE} ({before} -> {self.desired.task_count} tasks)"
         return self._event("generation", name, stopped)
 
     def _settle(self) -> KitAudit:

@@ -10,7 +10,8 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,10 +42,12 @@ from tests.support.cdc import (
     PACE_EVERY,
     Loader,
     audit_changes,
+    changes_of,
     create_table,
     drop_slot,
     final_versions,
-    read_changes,
+    largest_kafka_transactions,
+    read_change_messages,
 )
 from tests.support.kafka import new_topic
 from tests.support.postgres_query import (
@@ -53,7 +56,9 @@ from tests.support.postgres_query import (
     incrementing_config,
     table_ids,
 )
+from tests.support.standby import hot_standby
 from tests.support.testbed import script_value
+from tests.support.waiting import wait_for
 
 
 class IntervalBoundary(SourceSubject):
@@ -183,7 +188,9 @@ def restart_postgres(mode: str = "fast") -> bool:
 class PostgresIncrementingSubject(IntervalBoundary):
     """``postgres`` in ``mode: incrementing``: rows inserted by two concurrent sessions.
     Its truth is the table's ids, each delivered once, ascending (a smaller id that
-    commits late must be neither skipped nor sent after a larger one)."""
+    commits late must be neither skipped nor sent after a larger one). Refused: the
+    url reaching a read replica, whose high-water mark sees only the replica's own
+    transactions (eos-review 2026-11-27, hole 2)."""
 
     name = "postgres-incrementing"
     connector = "postgres"
@@ -191,6 +198,8 @@ class PostgresIncrementingSubject(IntervalBoundary):
 
     def __init__(self, dsn: str) -> None:
         self.dsn, self.table = dsn, ""
+        self.settings: dict[str, Any] = {}
+        self.replicas = ExitStack()
 
     @classmethod
     def from_fixtures(cls, fixture: FixtureLookup) -> PostgresIncrementingSubject:
@@ -198,7 +207,8 @@ class PostgresIncrementingSubject(IntervalBoundary):
 
     def config(self, workdir: Path, size: KitSize) -> dict[str, Any]:
         self.table = create_writer_table(self.dsn)
-        return incrementing_config(self.dsn, self.table)
+        self.settings = incrementing_config(self.dsn, self.table)
+        return self.settings
 
     def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
         return TableWriters(self.dsn, self.table, size.records * 2, size.load_s)
@@ -236,6 +246,27 @@ class PostgresIncrementingSubject(IntervalBoundary):
     def _terminate(self) -> bool:
         return self._sessions(end=True)
 
+    def refusals(self) -> list[SourceRefusal]:
+        return [
+            SourceRefusal(
+                "the url reaches a read replica",
+                self._to_replica,
+                says="config.url: the server is a hot standby",
+            )
+        ]
+
+    def _to_replica(self) -> dict[str, Any]:
+        """A hot standby of the server that has replayed the whole table, and the
+        config reaching it: what a task restarted after its url failed over to a
+        replica meets."""
+        standby = self.replicas.enter_context(hot_standby(self.dsn))
+        rows = len(table_ids(self.dsn, self.table))
+        wait_for(lambda: standby.sees(self.table, rows), 60, "the replica to replay the table")
+        return {**self.settings, "url": standby.dsn}
+
+    def close(self) -> None:
+        self.replicas.close()
+
     def _restart_server(self) -> bool:
         """Restarts the server once a task holds a session in it, which the restart then
         ends."""
@@ -249,13 +280,16 @@ class PostgresCdcSubject(SourceSubject):
     consecutive, ending at the table's final state). Its own fault terminates the
     replication connection. Midway, one transaction updates every row: many more
     records than ``maxRecordsPerTransaction``, so it is delivered in pieces, and faults
-    can land between them."""
+    can land between them. The rows there before make a snapshot of small chunks long
+    enough for the kit's SIGKILLs to land inside it."""
 
     name = "postgres-cdc"
     connector = "postgres"
     tasks_max = 1
     boundary = "connector"
-    EXISTING_ROWS = 2000
+    takes_snapshot = True
+    EXISTING_ROWS = 20000
+    CHUNK = 500
     BOUND = 300
     """Records per Kafka transaction at most: the bulk update is several times that."""
 
@@ -276,6 +310,7 @@ class PostgresCdcSubject(SourceSubject):
             "transactionsPerCommit": 25,
             "maxRecordsPerTransaction": self.BOUND,
             "batchSize": 500,
+            "snapshotChunkSize": self.CHUNK,
         }
 
     def load(self, size: KitSize, bootstrap: str, topic: str) -> BackgroundWork:
@@ -286,8 +321,26 @@ class PostgresCdcSubject(SourceSubject):
         )
 
     def audit(self, bootstrap: str, topic: str) -> KitAudit:
-        report = audit_changes(read_changes(bootstrap, topic), final_versions(self.dsn, self.table))
-        return KitAudit(records=report.records, problems=report.problems, behind=report.behind)
+        """The change rule, and the bound: no Kafka transaction may hold more than
+        BOUND records of one database transaction (the bulk update is several times
+        that). An unbounded task delivers a huge transaction in one Kafka transaction,
+        which the broker aborts on every restart once it outlasts the transaction
+        timeout: a source stalled for good (eos-review 2026-11-27, hole 3)."""
+        messages = read_change_messages(bootstrap, topic)
+        report = audit_changes(changes_of(messages), final_versions(self.dsn, self.table))
+        oversized = [
+            f"txId {txid}: {size} of its records in one Kafka transaction, above "
+            f"maxRecordsPerTransaction {self.BOUND}"
+            for txid, size in largest_kafka_transactions(messages).items()
+            if size > self.BOUND
+        ]
+        return KitAudit(
+            records=report.records, problems=report.problems + oversized, behind=report.behind
+        )
+
+    def snapshot_underway(self, stored: Sequence[Mapping[str, Any]]) -> bool:
+        """A task's offset names the snapshot's last row read until the snapshot ends."""
+        return any("snapshot" in offset for offset in stored)
 
     def faults(self) -> list[SourceFault]:
         return [

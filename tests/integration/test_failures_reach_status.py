@@ -309,7 +309,7 @@ def test_a_second_writer_of_a_running_sources_topic_is_held_and_the_first_runs_o
 
 
 def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
-    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str, kubeconfig: str
 ) -> None:
     """Security review #5: another team's Job `victim-driver`, ConfigMap `victim3-job`
     and SparkApplication `victim2` in the namespace. SparkJobs named `victim`,
@@ -319,6 +319,7 @@ def test_a_job_named_after_objects_it_does_not_own_leaves_them_as_they_are(
     spark-submit job, runs its own Job and leaves the SparkApplication alone; and
     every object stays as it was."""
     cluster, _, _ = operator
+    install_spark_crd(kubeconfig)  # the other team's SparkApplication needs its kind
     batch = client.BatchV1Api(cluster.api)
     theirs = {"team": "payments"}
     batch.create_namespaced_job(

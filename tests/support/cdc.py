@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from confluent_kafka import Message
 
 from onceflow.eos.consume import read_to_end
 from tests.support.background import BackgroundWork
@@ -180,12 +181,42 @@ class ChangeAudit:
         return not self.problems and not self.behind
 
 
+def read_change_messages(bootstrap: str, topic: str) -> list[Message]:
+    """The topic's records ``read_committed``, in log order per partition."""
+    return read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=120)
+
+
+def changes_of(messages: Iterable[Message]) -> list[tuple[int, dict[str, Any]]]:
+    """``(id, value)`` per record."""
+    return [
+        (json.loads(m.key() or b"null")["id"], json.loads(m.value() or b"null")) for m in messages
+    ]
+
+
 def read_changes(bootstrap: str, topic: str) -> list[tuple[int, dict[str, Any]]]:
     """``(id, value)`` per record, in log order per partition (``read_committed``)."""
-    return [
-        (json.loads(m.key() or b"null")["id"], json.loads(m.value() or b"null"))
-        for m in read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=120)
-    ]
+    return changes_of(read_change_messages(bootstrap, topic))
+
+
+def largest_kafka_transactions(messages: Iterable[Message]) -> dict[int, int]:
+    """Per database transaction (``txId``), the most of its records one Kafka transaction
+    holds, as far as a reader can tell: a Kafka transaction's commit marker takes an
+    offset of its partition, so records at consecutive offsets are of one Kafka
+    transaction (a source task is its partition's one writer), and a gap between two
+    starts another. Snapshot reads (no ``txId``) are left out."""
+    largest: dict[int, int] = {}
+    run_txid: int | None = None
+    run = 0
+    previous: tuple[int, int] | None = None
+    for message in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        txid = json.loads(message.value() or b"null")["txId"]
+        place = (message.partition(), message.offset())
+        adjacent = previous is not None and place == (previous[0], previous[1] + 1)
+        run = run + 1 if adjacent and txid == run_txid else 1
+        run_txid, previous = txid, place
+        if txid is not None:
+            largest[txid] = max(largest.get(txid, 0), run)
+    return largest
 
 
 def _out_of_turn(key: int, value: dict[str, Any], before: dict[str, Any] | None) -> str | None:

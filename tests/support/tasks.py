@@ -34,6 +34,7 @@ def plan(
     boundary: str = "poll",
     interval_ms: int | None = None,
     name: str | None = None,
+    support: str | None = None,
 ) -> DesiredTasks:
     """A Pipeline + KafkaSource with fresh topic names, planned like the operator does."""
     name = name or f"src-{uuid.uuid4().hex[:6]}"
@@ -52,6 +53,8 @@ def plan(
     }
     if interval_ms is not None:
         spec["transactionBoundaryIntervalMs"] = interval_ms
+    if support is not None:
+        spec["exactlyOnceSupport"] = support
     source = KafkaSource.model_validate({"metadata": {"name": name}, "spec": spec})
     desired = resolve_source(source, pipeline, load_connector, where="in the test")
     assert not isinstance(desired, list), desired
@@ -145,8 +148,8 @@ def generation_settings(
     return desired.settings(generation, FileAuthority(path=str(authority_path)))
 
 
-def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
-    """``{stream: last committed seq}`` read back from the offsets store."""
+def stored_offsets(desired: DesiredTasks) -> dict[bytes, dict[str, Any]]:
+    """``{source partition: its last committed source offset}`` from the offsets store."""
     settings = desired.settings(1, FileAuthority(path="-"))[0]
     try:
         stored = read_offsets(
@@ -157,8 +160,14 @@ def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
         )
     except LookupError:  # no task has created the offsets topic yet
         return {}
+    return {key: dict(value) for key, value in stored.by_partition.items()}
+
+
+def committed_offsets(desired: DesiredTasks) -> dict[str, int]:
+    """``{stream: last committed seq}`` of a sequence source."""
     return {
-        json.loads(key)["stream"]: int(value["seq"]) for key, value in stored.by_partition.items()
+        json.loads(key)["stream"]: int(value["seq"])
+        for key, value in stored_offsets(desired).items()
     }
 
 
