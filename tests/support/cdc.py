@@ -183,7 +183,7 @@ class ChangeAudit:
 
 def read_change_messages(bootstrap: str, topic: str) -> list[Message]:
     """The topic's records ``read_committed``, in log order per partition."""
-    return read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=120)
+    return list(read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=120))
 
 
 def changes_of(messages: Iterable[Message]) -> list[tuple[int, dict[str, Any]]]:
