@@ -25,6 +25,7 @@ from tests.support.cluster import (
 )
 from tests.support.kafka import authenticated_listener, frozen_broker, offsets_written
 from tests.support.kubelet import LocalKubelet
+from tests.support.testbed import kubectl
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
@@ -102,6 +103,42 @@ def _delivered_exactly_once(
     _audit_clean(bootstrap, topic, limit)
 
 
+def _guarantee(cluster: Cluster) -> tuple[str, str]:
+    stated = cluster.condition("pipelines", "orders", "DeliveryGuarantee")
+    return stated.get("status", ""), stated.get("reason", "")
+
+
+def test_a_source_that_cannot_resume_exactly_makes_its_pipeline_say_at_least_once(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """Declared enabled, but one source only requested exactly-once of a connector mode
+    that cannot resume exactly: the Pipeline must not claim it, and names the source and
+    the connector's reason."""
+    cluster, _, _ = operator
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+    polling = source(1, f"op-{uuid.uuid4().hex[:6]}")
+    polling["spec"]["exactlyOnceSupport"] = "requested"
+    polling["spec"]["connector"] = {
+        "type": "postgres",
+        "config": {
+            "mode": "timestamp+incrementing",
+            "url": "postgresql://onceflow@127.0.0.1:1/postgres",
+            "tables": ["orders"],
+            "timestampColumn": "updated_at",
+            "incrementingColumn": "id",
+        },
+    }
+    cluster.create("kafkasources", polling)
+    wait_for(
+        lambda: _guarantee(cluster) == ("False", "AtLeastOnce"),
+        60,
+        "the Pipeline to say it is at-least-once",
+    )
+    said = cluster.condition("pipelines", "orders", "DeliveryGuarantee")["message"]
+    assert "KafkaSource counter: its connector cannot resume exactly (mode " in said, said
+    assert "timestamp+incrementing" in said and "exactlyOnceSupport is requested" in said, said
+
+
 def test_rollout_walks_through_preparing_and_delivers_exactly_once(
     operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
 ) -> None:
@@ -136,6 +173,13 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
         120,
         "the source running at-least-once",
     )
+    wait_for(
+        lambda: _guarantee(cluster) == ("False", "AtLeastOnce"),
+        30,
+        "the Pipeline to say it is at-least-once",
+    )
+    said = cluster.condition("pipelines", "orders", "DeliveryGuarantee")["message"]
+    assert said.startswith("the Pipeline runs mode disabled"), said
     cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
 
     wait_for(
@@ -148,6 +192,12 @@ def test_rollout_walks_through_preparing_and_delivers_exactly_once(
     )
     watcher.join(10)
     assert modes_seen == ["disabled", "preparing", "enabled"]
+    wait_for(
+        lambda: _guarantee(cluster) == ("True", "ExactlyOnce"), 30, "exactly-once to be stated"
+    )
+    listed = kubectl(cluster.kubeconfig, "get", "pipelines", "-n", cluster.namespace).stdout
+    header, row = listed.splitlines()
+    assert row[header.index("GUARANTEE") :].split()[0] == "ExactlyOnce", listed
     status = cluster.status("kafkasources", "counter")
     assert status["mode"] == "enabled"
     assert status["generation"] == status["fencedGeneration"] == 3

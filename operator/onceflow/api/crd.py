@@ -63,6 +63,12 @@ KINDS = (
             {"name": "Target", "type": "string", "jsonPath": ".spec.exactlyOnce"},
             {"name": "Current", "type": "string", "jsonPath": ".status.exactlyOnce.current"},
             {"name": "Step", "type": "string", "jsonPath": ".status.exactlyOnce.step"},
+            {
+                # What holds end to end, whatever was asked: ExactlyOnce, AtLeastOnce.
+                "name": "Guarantee",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="DeliveryGuarantee")].reason',
+            },
             _ready_column(),
             _reason_column(),
             _AGE_COLUMN,

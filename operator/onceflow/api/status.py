@@ -17,6 +17,9 @@ class ConditionType(StrEnum):
     READY = "Ready"
     PROGRESSING = "Progressing"
     DEGRADED = "Degraded"
+    DELIVERY_GUARANTEE = "DeliveryGuarantee"
+    """Pipelines only: True while every stage is exactly-once, False (reason
+    AtLeastOnce) naming the stages that are not, Unknown before workloads report."""
 
 
 class ConditionStatus(StrEnum):
@@ -28,7 +31,9 @@ class ConditionStatus(StrEnum):
 class Condition(ApiModel):
     """One observation about the resource, in Kubernetes' metav1.Condition shape."""
 
-    type: ConditionType = Field(description="Ready, Progressing or Degraded.")
+    type: ConditionType = Field(
+        description="Ready, Progressing, Degraded; on Pipelines also DeliveryGuarantee."
+    )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",

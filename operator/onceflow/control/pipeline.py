@@ -9,19 +9,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
+from onceflow.api.source import ExactlyOnceSupport, KafkaSourceSpec
+from onceflow.api.spark import KafkaDelivery, SparkJobSpec
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.workloads import invalid_workload
-from onceflow.logic.conditions import set_conditions
+from onceflow.logic.conditions import set_condition, set_conditions
+from onceflow.logic.delivery_guarantee import (
+    Guarantee,
+    JobStage,
+    SourceStage,
+    judge_delivery,
+)
 from onceflow.logic.rollout import (
     WorkloadObservation,
     decide_rollout,
     resume_point,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
+from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 
 PLURAL = "pipelines"
 
@@ -79,6 +90,41 @@ def observe_spark_job(obj: Obj) -> WorkloadObservation:
     )
 
 
+def source_stage(obj: Obj, connectors: ConnectorLoader) -> SourceStage:
+    """A source as a stage of the delivery guarantee. Whether its connector can resume
+    exactly is asked only of a source that merely requested it (one that requires it
+    and cannot is refused and never runs); a spec or connector that cannot be read
+    leaves the question to the source's own Degraded condition."""
+    name, mode = obj["metadata"]["name"], observe_source(obj).observed_mode
+    try:
+        spec = KafkaSourceSpec.model_validate(obj.get("spec") or {})
+        if spec.exactly_once_support is ExactlyOnceSupport.REQUIRED:
+            return SourceStage(name, mode)
+        connector = connectors(spec.connector.type)
+        if connector.exactly_once_support(spec.connector.config):
+            return SourceStage(name, mode)
+        why = connector.exactly_once_refusal(spec.connector.config)
+    except Exception:  # unreadable: the source reports it, and does not run
+        return SourceStage(name, mode)
+    return SourceStage(name, mode, why or "no exactly-once support declared for its config")
+
+
+def job_stage(obj: Obj) -> JobStage:
+    name, mode = obj["metadata"]["name"], observe_spark_job(obj).observed_mode
+    try:
+        spec = SparkJobSpec.model_validate(obj.get("spec") or {})
+    except ValidationError:  # unreadable: the job reports it, and does not run
+        return JobStage(name, mode)
+    kafka = spec.sink.kafka
+    return JobStage(
+        name,
+        mode,
+        sources=tuple(spec.input.sources or ()),
+        dedup=spec.dedup is not None,
+        at_least_once_sink=kafka is not None and kafka.delivery is KafkaDelivery.AT_LEAST_ONCE,
+    )
+
+
 def workloads_degraded(workloads: list[WorkloadObservation]) -> tuple[bool, str, str]:
     """A Pipeline is Degraded while any of its workloads is, naming them and why."""
     degraded = [f"{w.label}: {w.degraded}" for w in workloads if w.degraded]
@@ -95,18 +141,16 @@ class PipelineReconciler:
     progress_deadline_s: float | None = None
     """A rollout in progress for longer is reported as Degraded (None: never)."""
 
-    def observe_workloads(self, namespace: str, name: str) -> list[WorkloadObservation]:
-        sources = [
-            observe_source(o)
-            for o in self.kube.list_objects("kafkasources", namespace)
+    @property
+    def connectors(self) -> ConnectorLoader:
+        return operator_loader(self.policy.connector_modules)
+
+    def _members(self, plural: str, namespace: str, name: str) -> list[Obj]:
+        return [
+            o
+            for o in self.kube.list_objects(plural, namespace)
             if (o.get("spec") or {}).get("pipeline") == name
         ]
-        jobs = [
-            observe_spark_job(o)
-            for o in self.kube.list_objects("sparkjobs", namespace)
-            if (o.get("spec") or {}).get("pipeline") == name
-        ]
-        return sorted(sources + jobs, key=lambda w: w.label)
 
     def reconcile(self, namespace: str, name: str) -> bool:
         """One pass; answers whether the rollout settled at the spec's mode."""
@@ -160,7 +204,12 @@ class PipelineReconciler:
         if refused := self.policy.pipeline_problems(pipeline):
             raise invalid_workload(refused)
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
-        workloads = self.observe_workloads(namespace, name)
+        sources = self._members("kafkasources", namespace, name)
+        jobs = self._members("sparkjobs", namespace, name)
+        workloads = sorted(
+            [*map(observe_source, sources), *map(observe_spark_job, jobs)],
+            key=lambda w: w.label,
+        )
         if pipeline.status is None:
             status = PipelineStatus()
             current = resume_point(workloads, pipeline.spec.exactly_once)
@@ -171,6 +220,7 @@ class PipelineReconciler:
         target = pipeline.spec.exactly_once
         settled = decision.settled and decision.current is target
         generation = obj["metadata"].get("generation")
+        now = now_rfc3339()
         updated = status.model_copy(
             update={
                 "observed_generation": generation,
@@ -204,12 +254,29 @@ class PipelineReconciler:
                         decision.detail,
                     ),
                     degraded=workloads_degraded(workloads),
-                    now=now_rfc3339(),
+                    now=now,
                     observed_generation=generation,
                     deadline_s=self.progress_deadline_s,
                 ),
             }
         )
+        verdict = judge_delivery(
+            decision.current,
+            target,
+            [source_stage(o, self.connectors) for o in sources],
+            [job_stage(o) for o in jobs],
+        )
+        known = verdict.guarantee is not Guarantee.UNKNOWN
+        conditions = set_condition(
+            updated.conditions,
+            ConditionType.DELIVERY_GUARANTEE,
+            verdict.guarantee is Guarantee.EXACTLY_ONCE if known else None,
+            verdict.guarantee.value,
+            verdict.message,
+            now,
+            generation,
+        )
+        updated = updated.model_copy(update={"conditions": conditions})
         wire = updated.to_wire()
         if obj.get("status") != wire:
             obj = write_status(self.kube, PLURAL, obj, wire, status.conditions, updated.conditions)

@@ -15,13 +15,20 @@ MESSAGE_LIMIT = 32768
 def set_condition(
     conditions: Sequence[Condition],
     type_: ConditionType,
-    status: bool,
+    status: bool | None,
     reason: str,
     message: str,
     now: str,
     observed_generation: int | None,
 ) -> list[Condition]:
-    wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    """``status`` None: Unknown."""
+    wanted = (
+        ConditionStatus.UNKNOWN
+        if status is None
+        else ConditionStatus.TRUE
+        if status
+        else ConditionStatus.FALSE
+    )
     message = message[:MESSAGE_LIMIT]
     previous = next((c for c in conditions if c.type is type_), None)
     same = previous is not None and previous.status is wanted
