@@ -1,6 +1,7 @@
 """The ``onceflow`` command: the user's API, changed deliberately.
 
-User commands (``run``, ``render``, ``audit``, ``version``, ``completion``) are listed
+User commands (``run``, ``render``, ``audit``, ``transactions``, ``version``,
+``completion``) are listed
 in help; the commands Onceflow's own pods and build run (``operator``, ``task``,
 ``spark-job``, ``crds``) work the same but are named only in the epilog, as kubectl
 keeps its plumbing out of the first screen.
@@ -20,6 +21,7 @@ from typing import Any
 from onceflow.api import InvalidResourceError
 from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
+from onceflow.cli_transactions import add_transactions_command
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
 from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
@@ -348,6 +350,7 @@ def _add_user_commands(commands: Any) -> None:
     audit.add_argument("--timeout", type=float, default=120.0, help="seconds to reach the end")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=_cmd_audit)
+    add_transactions_command(commands)
 
     completion = commands.add_parser(
         "completion",

@@ -31,7 +31,9 @@ def _words_of(parser: argparse.ArgumentParser) -> CommandWords:
     arguments: list[str] | None = None
     for action in parser._actions:
         options.extend(action.option_strings)
-        if action.choices and not isinstance(action, argparse._SubParsersAction):
+        if isinstance(action, argparse._SubParsersAction):  # `transactions list|abort`
+            arguments = list(action.choices)
+        elif action.choices:
             values = [str(c) for c in action.choices]
             if not action.option_strings:
                 arguments = values

@@ -76,6 +76,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
     wake = _loops.wake_from_thread
     _controllers.sources.answered = lambda namespace, name: wake(Key(SOURCES, namespace, name))
+    _controllers.pipelines.hanging.changed = lambda namespace, name: wake(
+        Key(PIPELINES, namespace, name)
+    )
     # Drivers' Jobs and SparkApplications are filtered by the API server; pods are
     # filtered here (task and Spark pods share no label a selector could ask for).
     for group, plural in (("batch", "jobs"), ("sparkoperator.k8s.io", "sparkapplications")):

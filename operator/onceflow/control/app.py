@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 
 from onceflow.control.graph import Listing
+from onceflow.control.hanging_watch import HangingWatch
 from onceflow.control.kube import KubeClient, Obj, load_config
 from onceflow.control.pipeline import PipelineReconciler
 from onceflow.control.shared_reads import SharedReads
@@ -64,7 +65,16 @@ def build_controllers() -> Controllers:
         policy=policy,
         progress_deadline_s=deadline,
     )
-    pipelines = PipelineReconciler(kube, policy, progress_deadline_s=deadline)
+    # How often the partitions of every Pipeline are looked at for a hanging
+    # transaction, and (when set) how long a last stable offset may stand.
+    hanging_after = float(os.environ.get("ONCEFLOW_HANGING_AFTER_S", "0")) or None
+    pipelines = PipelineReconciler(
+        kube,
+        policy,
+        progress_deadline_s=deadline,
+        hanging=HangingWatch(float(os.environ.get("ONCEFLOW_HANGING_LOOK_S", "15"))),
+        hanging_after_s=hanging_after,
+    )
     # Bounded below the webhook's 10 s: a hung LIST would otherwise hold every review
     # that shares it, and with failurePolicy Fail refuse every write of the kind.
     lists: SharedReads[tuple[str, str], list[Obj]] = SharedReads(

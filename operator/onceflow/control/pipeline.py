@@ -7,18 +7,21 @@ does the pipeline take the next step toward ``spec.exactlyOnce``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pydantic import ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
-from onceflow.api.source import ExactlyOnceSupport, KafkaSourceSpec
-from onceflow.api.spark import KafkaDelivery, SparkJobSpec
+from onceflow.api.source import ExactlyOnceSupport, KafkaSource, KafkaSourceSpec
+from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobSpec
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
+from onceflow.control.errors import InvalidWorkloadError
 from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.control.workloads import invalid_workload
+from onceflow.control.workloads import invalid_workload, pipeline_client_settings
 from onceflow.logic.conditions import set_condition, set_conditions
 from onceflow.logic.delivery_guarantee import (
     Guarantee,
@@ -26,12 +29,14 @@ from onceflow.logic.delivery_guarantee import (
     SourceStage,
     judge_delivery,
 )
+from onceflow.logic.hanging_transactions import Hanging, longest_transaction_timeout_s
 from onceflow.logic.rollout import (
     WorkloadObservation,
     decide_rollout,
     resume_point,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
+from onceflow.logic.topic_inventory import pipeline_topics
 from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 
 PLURAL = "pipelines"
@@ -90,6 +95,16 @@ def observe_spark_job(obj: Obj) -> WorkloadObservation:
     )
 
 
+Workload = TypeVar("Workload", KafkaSource, SparkJob)
+
+
+def _parsed(model: type[Workload], obj: Obj) -> Workload | None:
+    try:
+        return model.model_validate(obj)
+    except ValidationError:  # the workload reports it
+        return None
+
+
 def source_stage(obj: Obj, connectors: ConnectorLoader) -> SourceStage:
     """A source as a stage of the delivery guarantee. Whether its connector can resume
     exactly is asked only of a source that merely requested it (one that requires it
@@ -133,6 +148,32 @@ def workloads_degraded(workloads: list[WorkloadObservation]) -> tuple[bool, str,
     return True, "WorkloadDegraded", "; ".join(degraded)
 
 
+HANGING_TRANSACTION = "HangingTransaction"
+BROKER_LONGEST_TIMEOUT_S = 900.0
+"""The broker's default transaction.max.timeout.ms: the bound for a Pipeline none of
+whose writers is transactional (its inputs' writers are someone else's)."""
+CLEANUP_MARGIN_S = 30.0
+"""Beyond a timeout, the broker's abort of an expired transaction takes up to its
+cleanup interval (10 s by default) and a look."""
+
+
+def hanging_degraded(
+    found: list[Hanging], after_s: float, workloads: tuple[bool, str, str]
+) -> tuple[bool, str, str]:
+    """A partition held by an open transaction older than any the broker would allow
+    the Pipeline's writers: named before what its workloads say."""
+    message = (
+        "; ".join(h.describe() for h in found)
+        + f": longer than the Pipeline's writers may keep a transaction open ({after_s:.0f} "
+        "s), and every read_committed reader of the partition waits there; find the "
+        "producer (`onceflow transactions list --watch`) and abort its transaction "
+        "(`onceflow transactions abort --transactional-id ID --yes`)"
+    )
+    if workloads[0]:
+        message += f"; {workloads[2]}"
+    return True, HANGING_TRANSACTION, message
+
+
 @dataclass
 class PipelineReconciler:
     kube: KubeClient
@@ -140,6 +181,10 @@ class PipelineReconciler:
     """What the platform allows a Pipeline (its transactional-id prefix)."""
     progress_deadline_s: float | None = None
     """A rollout in progress for longer is reported as Degraded (None: never)."""
+    hanging: HangingWatch = field(default_factory=HangingWatch)
+    hanging_after_s: float | None = None
+    """How long a last stable offset may stand (None: the writers' longest transaction
+    timeout, and a margin)."""
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -156,11 +201,35 @@ class PipelineReconciler:
         """One pass; answers whether the rollout settled at the spec's mode."""
         obj = self.kube.get(PLURAL, namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
+            self.hanging.follow(namespace, name, None)
             return True
 
         return reporting_failures(
             lambda: self._pass(obj), lambda: self.kube.get(PLURAL, namespace, name), self._degrade
         )
+
+    def _watch_hanging(
+        self, pipeline: Pipeline, sources: list[Obj], jobs: list[Obj]
+    ) -> tuple[list[Hanging], float]:
+        """Tells the watch what the Pipeline's partitions are and how long a transaction
+        may stay open on them; returns what it found. A Secret the operator cannot use
+        is its workloads' to report: nothing is watched meanwhile."""
+        namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
+        parsed_sources = [s for o in sources if (s := _parsed(KafkaSource, o)) is not None]
+        parsed_jobs = [j for o in jobs if (j := _parsed(SparkJob, o)) is not None]
+        longest = longest_transaction_timeout_s(parsed_sources, parsed_jobs)
+        after_s = self.hanging_after_s or (longest or BROKER_LONGEST_TIMEOUT_S) + CLEANUP_MARGIN_S
+        try:
+            settings = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
+        except InvalidWorkloadError:
+            return self.hanging.follow(namespace, name, None), after_s
+        followed = Followed(
+            pipeline.spec.kafka.bootstrap_servers,
+            tuple(pipeline_topics(pipeline, parsed_sources, parsed_jobs)),
+            tuple(sorted(settings.items())),
+            after_s,
+        )
+        return self.hanging.follow(namespace, name, followed), after_s
 
     def _accept_prefix(self, obj: Obj, pipeline: Pipeline) -> Obj:
         """Records the prefix a Pipeline ran with under an operator from before
@@ -210,6 +279,10 @@ class PipelineReconciler:
             [*map(observe_source, sources), *map(observe_spark_job, jobs)],
             key=lambda w: w.label,
         )
+        degraded = workloads_degraded(workloads)
+        found, after_s = self._watch_hanging(pipeline, sources, jobs)
+        if found:
+            degraded = hanging_degraded(found, after_s, degraded)
         if pipeline.status is None:
             status = PipelineStatus()
             current = resume_point(workloads, pipeline.spec.exactly_once)
@@ -253,7 +326,7 @@ class PipelineReconciler:
                         "RolloutInProgress" if not settled else "Stable",
                         decision.detail,
                     ),
-                    degraded=workloads_degraded(workloads),
+                    degraded=degraded,
                     now=now,
                     observed_generation=generation,
                     deadline_s=self.progress_deadline_s,

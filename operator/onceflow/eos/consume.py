@@ -67,8 +67,10 @@ def end_offsets(
     timeout_s: float = 30,
     partitions: Collection[int] | None = None,
     admin: AdminClient | None = None,
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> dict[int, int]:
-    """High watermarks per partition, open transactions included.
+    """High watermarks per partition, open transactions included (``isolation``
+    READ_COMMITTED: the last stable offsets, where open transactions begin).
 
     A topic that metadata already lists can still refuse an offsets query while its
     partitions' leaders are being elected (a sink creates its topic with its first
@@ -93,7 +95,7 @@ def end_offsets(
             pending = set(described.partitions)
         futures = admin.list_offsets(
             {TopicPartition(topic, p): latest for p in pending},
-            isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            isolation_level=isolation,
             request_timeout=min(ATTEMPT_S, left),
         )
         refused: dict[int, KafkaError] = {}

@@ -1,0 +1,43 @@
+"""Both ends of every partition of some topics: the last stable offset a
+``read_committed`` consumer stops at, and the high watermark (logic/hanging_transactions.py
+says what a gap between them that does not close means)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import IsolationLevel
+
+from onceflow.eos.clients import admin_client
+from onceflow.eos.consume import end_offsets
+from onceflow.logic.hanging_transactions import PartitionEnds
+
+
+def partition_ends(
+    bootstrap: str,
+    topics: Iterable[str],
+    extra: Mapping[str, str] | None = None,
+    timeout_s: float = 30,
+) -> list[PartitionEnds]:
+    """Each partition's LSO, then its high watermark: asked in that order, the high
+    watermark is never below the LSO. A topic that does not exist (yet) is left out."""
+    admin = admin_client(bootstrap, extra)
+    found: list[PartitionEnds] = []
+    for topic in sorted(set(topics)):
+        try:
+            stable = end_offsets(
+                bootstrap,
+                topic,
+                timeout_s=timeout_s,
+                admin=admin,
+                isolation=IsolationLevel.READ_COMMITTED,
+            )
+            high = end_offsets(bootstrap, topic, timeout_s=timeout_s, admin=admin)
+        except LookupError:
+            continue
+        found += [
+            PartitionEnds(topic, partition, stable[partition], high[partition])
+            for partition in sorted(stable)
+            if partition in high
+        ]
+    return found
