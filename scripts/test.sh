@@ -7,8 +7,9 @@
 # before the workers, which would otherwise race to start them; the ones started here
 # stop at the end (ONCEFLOW_KEEP_SERVICES=1 keeps them).
 #
-# PYTEST_ARGS reaches every run (e.g. -k, -x); a run it leaves empty is fine, a suite
-# it leaves empty is not. ONCEFLOW_TEST_WORKERS sets the workers (1: one at a time).
+# PYTEST_ARGS reaches every run (e.g. -k, -x; not -n: ONCEFLOW_TEST_WORKERS sets the
+# workers, 1 for one at a time); a run it leaves empty is fine, a suite it leaves
+# empty is not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,12 +20,13 @@ SHARED=(kafka k8s postgres s3proxy)
 LATER=(tests/integration tests/conformance tests/e2e)
 
 was_up() { bash "scripts/$1.sh" status >/dev/null 2>&1; }
+KEEP="${ONCEFLOW_KEEP_SERVICES:-}"  # the caller's: the runs below always keep them
 STARTED=()
 for service in "${SHARED[@]}" node; do
   was_up "$service" || STARTED+=("$service")
 done
 stop_started() {
-  [[ -n "${ONCEFLOW_KEEP_SERVICES:-}" ]] && return
+  [[ -n "$KEEP" ]] && return
   for service in "${STARTED[@]}"; do
     was_up "$service" && bash "scripts/$service.sh" down >/dev/null 2>&1
   done

@@ -537,8 +537,9 @@ class _KitRun:
     def _kill_in_snapshot(self) -> list[FaultEvent]:
         """Every task SIGKILLed at a random moment while the snapshot runs, up to
         SNAPSHOT_KILLS times: each once the committed offsets moved since the last (the
-        restarted tasks resumed it) and still say it is underway. A kill landed inside
-        it when they still say so after the kill: the tasks died with rows left to read."""
+        restarted tasks resumed it since the last kill) and still say it is underway. A
+        kill landed inside it when they still say so after the kill: the tasks died with
+        rows left to read."""
         events: list[FaultEvent] = []
         seen: list[dict[str, Any]] | None = None
         for _ in range(SNAPSHOT_KILLS):
@@ -549,15 +550,17 @@ class _KitRun:
                 return bool(stored) and stored != before
 
             wait_for(moved, FIRST_RECORDS_S, "the snapshot to commit progress")
-            seen = list(stored_offsets(self.desired).values())
-            if not self.subject.snapshot_underway(seen):
+            if not self.subject.snapshot_underway(list(stored_offsets(self.desired).values())):
                 break
             time.sleep(self.rng.uniform(*SNAPSHOT_PAUSE_S))  # fault timing
             self._signal_all(signal.SIGKILL)
             codes = [task.wait(30) for task in self.tasks]
-            underway = self.subject.snapshot_underway(list(stored_offsets(self.desired).values()))
             for task in self.tasks:
                 task.start()
+            # Read once the tasks restarted: a kill inside a commit leaves a transaction
+            # open, which a committed read waits out until a new task aborts it.
+            seen = list(stored_offsets(self.desired).values())
+            underway = self.subject.snapshot_underway(seen)
             killed = all(code == -signal.SIGKILL for code in codes)
             events.append(self._event("snapshot", KILL_IN_SNAPSHOT, killed and underway))
         return events

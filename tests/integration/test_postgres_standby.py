@@ -39,7 +39,8 @@ from tests.support.onceflow_run import run_until_refused
 from tests.support.standby import Standby, hot_standby
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.postgres
+# alone: two workers each making a standby could both take the same free port.
+pytestmark = [pytest.mark.alone, pytest.mark.postgres]
 
 
 @pytest.fixture(scope="module")

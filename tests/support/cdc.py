@@ -202,8 +202,10 @@ def largest_kafka_transactions(messages: Iterable[Message]) -> dict[int, int]:
     """Per database transaction (``txId``), the most of its records one Kafka transaction
     holds, as far as a reader can tell: a Kafka transaction's commit marker takes an
     offset of its partition, so records at consecutive offsets are of one Kafka
-    transaction (a source task is its partition's one writer), and a gap between two
-    starts another. Snapshot reads (no ``txId``) are left out."""
+    transaction, and a gap between two starts another. That holds for a partition with
+    one writer (one task); a Kafka transaction spanning N partitions is seen as N
+    pieces, so a topic of one partition measures it whole. Snapshot reads (no ``txId``)
+    are left out."""
     largest: dict[int, int] = {}
     run_txid: int | None = None
     run = 0

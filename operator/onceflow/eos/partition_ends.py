@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import IsolationLevel
 
-from onceflow.eos.clients import admin_client
+from onceflow.eos.clients import admin_client, cluster_metadata
 from onceflow.eos.consume import end_offsets
 from onceflow.logic.hanging_transactions import PartitionEnds
 
@@ -20,10 +20,14 @@ def partition_ends(
     timeout_s: float = 30,
 ) -> list[PartitionEnds]:
     """Each partition's LSO, then its high watermark: asked in that order, the high
-    watermark is never below the LSO. A topic that does not exist (yet) is left out."""
+    watermark is never below the LSO. A topic that does not exist (yet) is left out,
+    found missing in the cluster's topic list: asking for it by name could have a
+    broker with ``auto.create.topics.enable`` create it, with the broker's partition
+    count, before the workload that owns it does."""
     admin = admin_client(bootstrap, extra)
+    existing = set(cluster_metadata(admin, None, timeout_s).topics)
     found: list[PartitionEnds] = []
-    for topic in sorted(set(topics)):
+    for topic in sorted(set(topics) & existing):
         try:
             stable = end_offsets(
                 bootstrap,
