@@ -52,7 +52,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"{look.topic}/{look.partition}\tLSO {look.stable}\tHW {look.high}\t{state}")
     if not args.watch:
         return 0
-    stuck = hanging(stalls, looks, time.monotonic(), args.watch - POLL_S)
+    bound = args.watch - POLL_S
+    stuck = hanging(stalls, looks, time.monotonic(), dict.fromkeys(args.topic, bound))
     for found in stuck:
         print(f"hanging: {found.describe()}")
     return 1 if stuck else 0

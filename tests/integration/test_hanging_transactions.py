@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from onceflow.eos.consume import read_to_end
+from onceflow.eos.partition_ends import transaction_max_timeout_s
 from tests.integration.test_operator import pipeline, source
 from tests.support.cluster import Cluster, running_operator
 from tests.support.kafka import new_topic
@@ -165,3 +166,10 @@ def test_the_operator_names_a_hanging_transaction_on_its_pipeline_until_it_is_ab
 
 def _reason(cluster: Cluster, type_: str) -> str:
     return str(cluster.condition("pipelines", "orders", type_).get("reason", ""))
+
+
+def test_the_bound_of_topics_others_write_is_what_the_broker_grants_any_producer(
+    kafka_bootstrap: str,
+) -> None:
+    """scripts/kafka.sh sets transaction.max.timeout.ms=900000."""
+    assert transaction_max_timeout_s(kafka_bootstrap) == 900.0

@@ -17,7 +17,6 @@ from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
 from onceflow.api.source import ExactlyOnceSupport, KafkaSource, KafkaSourceSpec
 from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobSpec
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
-from onceflow.control.errors import InvalidWorkloadError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
@@ -149,28 +148,24 @@ def workloads_degraded(workloads: list[WorkloadObservation]) -> tuple[bool, str,
 
 
 HANGING_TRANSACTION = "HangingTransaction"
-BROKER_LONGEST_TIMEOUT_S = 900.0
-"""The broker's default transaction.max.timeout.ms: the bound for a Pipeline none of
-whose writers is transactional (its inputs' writers are someone else's)."""
-CLEANUP_MARGIN_S = 30.0
-"""Beyond a timeout, the broker's abort of an expired transaction takes up to its
-cleanup interval (10 s by default) and a look."""
 
 
 def hanging_degraded(
-    found: list[Hanging], after_s: float, workloads: tuple[bool, str, str]
+    found: list[Hanging], workloads: tuple[bool, str, str]
 ) -> tuple[bool, str, str]:
-    """A partition held by an open transaction older than any the broker would allow
-    the Pipeline's writers: named before what its workloads say."""
+    """A partition held by an open transaction older than its writers may keep one:
+    every read_committed reader of it waits there. A workload's own Degraded reason
+    keeps the reason (the Reason column); the hang is added to the message."""
     message = (
         "; ".join(h.describe() for h in found)
-        + f": longer than the Pipeline's writers may keep a transaction open ({after_s:.0f} "
-        "s), and every read_committed reader of the partition waits there; find the "
-        "producer (`onceflow transactions list --watch`) and abort its transaction "
-        "(`onceflow transactions abort --transactional-id ID --yes`)"
+        + ": every read_committed reader of it waits there; abort the transaction with "
+        "`onceflow transactions abort --transactional-id ID --yes` (Onceflow's writers' "
+        "ids are <transactionalIdPrefix>/source/<source>/<task> and "
+        "<transactionalIdPrefix>/sink/<job>/<partition>; kafka-transactions.sh "
+        "find-hanging names any producer's, and its abort ends one the coordinator lost)"
     )
     if workloads[0]:
-        message += f"; {workloads[2]}"
+        return True, workloads[1], f"{workloads[2]}; {message}"
     return True, HANGING_TRANSACTION, message
 
 
@@ -210,26 +205,28 @@ class PipelineReconciler:
 
     def _watch_hanging(
         self, pipeline: Pipeline, sources: list[Obj], jobs: list[Obj]
-    ) -> tuple[list[Hanging], float]:
-        """Tells the watch what the Pipeline's partitions are and how long a transaction
-        may stay open on them; returns what it found. A Secret the operator cannot use
-        is its workloads' to report: nothing is watched meanwhile."""
+    ) -> list[Hanging]:
+        """Tells the watch what the Pipeline's partitions are and how long its writers
+        may keep a transaction open; returns what it found. A Secret the operator cannot
+        read or use is its workloads' to report (and never this pass's failure): nothing
+        is watched meanwhile."""
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         parsed_sources = [s for o in sources if (s := _parsed(KafkaSource, o)) is not None]
         parsed_jobs = [j for o in jobs if (j := _parsed(SparkJob, o)) is not None]
-        longest = longest_transaction_timeout_s(parsed_sources, parsed_jobs)
-        after_s = self.hanging_after_s or (longest or BROKER_LONGEST_TIMEOUT_S) + CLEANUP_MARGIN_S
         try:
             settings = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
-        except InvalidWorkloadError:
-            return self.hanging.follow(namespace, name, None), after_s
+        except Exception:
+            return self.hanging.follow(namespace, name, None)
+        written, read_only = pipeline_topics(pipeline, parsed_sources, parsed_jobs)
         followed = Followed(
             pipeline.spec.kafka.bootstrap_servers,
-            tuple(pipeline_topics(pipeline, parsed_sources, parsed_jobs)),
+            tuple(written),
+            tuple(read_only),
             tuple(sorted(settings.items())),
-            after_s,
+            longest_transaction_timeout_s(parsed_sources, parsed_jobs),
+            self.hanging_after_s,
         )
-        return self.hanging.follow(namespace, name, followed), after_s
+        return self.hanging.follow(namespace, name, followed)
 
     def _accept_prefix(self, obj: Obj, pipeline: Pipeline) -> Obj:
         """Records the prefix a Pipeline ran with under an operator from before
@@ -249,13 +246,24 @@ class PipelineReconciler:
         status = {ACCEPTED_PREFIX: "", **(obj.get("status") or {})}
         conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
         generation = obj["metadata"].get("generation")
+        now = now_rfc3339()
         updated = set_conditions(
             conditions,
             ready=(False, reason, message),
             progressing=(False, reason, "blocked until the problem is fixed"),
             degraded=(True, reason, message),
-            now=now_rfc3339(),
+            now=now,
             observed_generation=generation,
+        )
+        # What held before cannot be vouched for while the Pipeline is not reconciled.
+        updated = set_condition(
+            updated,
+            ConditionType.DELIVERY_GUARANTEE,
+            None,
+            Guarantee.UNKNOWN.value,
+            f"the Pipeline cannot be reconciled ({reason})",
+            now,
+            generation,
         )
         wire = {
             **status,
@@ -280,9 +288,8 @@ class PipelineReconciler:
             key=lambda w: w.label,
         )
         degraded = workloads_degraded(workloads)
-        found, after_s = self._watch_hanging(pipeline, sources, jobs)
-        if found:
-            degraded = hanging_degraded(found, after_s, degraded)
+        if found := self._watch_hanging(pipeline, sources, jobs):
+            degraded = hanging_degraded(found, degraded)
         if pipeline.status is None:
             status = PipelineStatus()
             current = resume_point(workloads, pipeline.spec.exactly_once)

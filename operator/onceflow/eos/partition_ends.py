@@ -7,10 +7,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import IsolationLevel
+from confluent_kafka.admin import ConfigResource
 
 from onceflow.eos.clients import admin_client, cluster_metadata
 from onceflow.eos.consume import end_offsets
 from onceflow.logic.hanging_transactions import PartitionEnds
+
+BROKER_DEFAULT_MAX_TIMEOUT_S = 900.0
+"""Kafka's default ``transaction.max.timeout.ms``."""
+
+
+def transaction_max_timeout_s(
+    bootstrap: str, extra: Mapping[str, str] | None = None, timeout_s: float = 30
+) -> float:
+    """The longest ``transaction.timeout.ms`` a broker of the cluster grants any
+    producer (``transaction.max.timeout.ms``): no transaction of a live producer stays
+    open longer. Kafka's default when the broker does not say."""
+    admin = admin_client(bootstrap, extra)
+    brokers = sorted(cluster_metadata(admin, None, timeout_s).brokers)
+    if not brokers:
+        return BROKER_DEFAULT_MAX_TIMEOUT_S
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(brokers[0]))
+    described = admin.describe_configs([resource], request_timeout=timeout_s)
+    entry = described[resource].result(timeout_s).get("transaction.max.timeout.ms")
+    if entry is None or entry.value is None:
+        return BROKER_DEFAULT_MAX_TIMEOUT_S
+    return int(entry.value) / 1000
 
 
 def partition_ends(

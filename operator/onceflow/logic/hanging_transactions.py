@@ -54,11 +54,14 @@ class Hanging:
     stable: int
     high: int
     age_s: float
+    bound_s: float
+    """How long its writers may keep a transaction open (with a margin)."""
 
     def describe(self) -> str:
         return (
             f"{self.topic}/{self.partition}: the last stable offset has stood at "
-            f"{self.stable} for {self.age_s:.0f} s with {self.high - self.stable} "
+            f"{self.stable} for {self.age_s:.0f} s (longer than its writers may keep a "
+            f"transaction open: {self.bound_s:.0f} s) with {self.high - self.stable} "
             "offset(s) above it"
         )
 
@@ -85,18 +88,20 @@ def hanging(
     stalls: Mapping[PartitionKey, Stall],
     looks: Iterable[PartitionEnds],
     now: float,
-    after_s: float,
+    bounds_s: Mapping[str, float],
 ) -> list[Hanging]:
-    """The partitions whose LSO has stood for longer than ``after_s`` (the longest
-    transaction timeout of their writers) with offsets above it, oldest first."""
+    """The partitions whose LSO has stood for longer than their topic's bound (the
+    longest transaction timeout its writers may have) with offsets above it, oldest
+    first. A topic without a bound is not judged."""
     found = [
-        Hanging(look.topic, look.partition, look.stable, look.high, now - stall.since)
+        Hanging(look.topic, look.partition, look.stable, look.high, now - stall.since, bound)
         for look in looks
         if look.high > look.stable
+        and (bound := bounds_s.get(look.topic)) is not None
         and (stall := stalls.get(look.key)) is not None
         and stall.held
         and stall.stable == look.stable
-        and now - stall.since > after_s
+        and now - stall.since > bound
     ]
     return sorted(found, key=lambda h: (-h.age_s, h.topic, h.partition))
 

@@ -127,13 +127,15 @@ def inventory(
 
 def pipeline_topics(
     pipeline: Pipeline, sources: Sequence[KafkaSource], jobs: Sequence[SparkJob]
-) -> list[str]:
-    """Every topic of the Pipeline's own cluster its workloads write or read, sorted (a
-    mirror's upstream lives on another cluster and is left out)."""
+) -> tuple[list[str], list[str]]:
+    """The topics of the Pipeline's own cluster its workloads write, and those they only
+    read (written by others), each sorted; a mirror's upstream lives on another cluster
+    and is left out."""
     by_name = {s.metadata.name: s.spec.topic for s in sources}
     uses = [u for s in sources for u in _source_topics(s, pipeline, "")]
     uses += [u for j in jobs for u in _job_topics(j, pipeline, "", by_name)]
-    return sorted({u.topic for u in uses})
+    written = {u.topic for u in uses if u.role.writes}
+    return sorted(written), sorted({u.topic for u in uses} - written)
 
 
 def _producer_ids(
