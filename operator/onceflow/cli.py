@@ -21,7 +21,7 @@ from typing import Any
 from onceflow.api import InvalidResourceError
 from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
-from onceflow.cli_transactions import add_transactions_command
+from onceflow.cli_transactions import add_transactions_command, kafka_config_problem
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
 from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
@@ -81,12 +81,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.kafka_config is not None and not Path(args.kafka_config).is_dir():
-        print(
-            f"onceflow audit: --kafka-config {args.kafka_config}: not a directory (one file "
-            "per librdkafka setting, as a Pipeline's auth Secret is mounted)",
-            file=sys.stderr,
-        )
+    if problem := kafka_config_problem("audit", args.kafka_config):
+        print(problem, file=sys.stderr)
         return 2
     from onceflow.eos.audit_reader import read_sequences
     from onceflow.eos.clients import mounted_secret

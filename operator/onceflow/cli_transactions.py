@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 POLL_S = 1.0
@@ -27,9 +28,24 @@ ABORT_COST = (
 )
 
 
-def _extra(args: argparse.Namespace) -> dict[str, str]:
+def kafka_config_problem(command: str, directory: str | None) -> str | None:
+    """``--kafka-config`` names a directory of librdkafka settings, or the command says
+    what it expected (``audit`` and ``transactions`` take it alike)."""
+    if directory is None or Path(directory).is_dir():
+        return None
+    return (
+        f"onceflow {command}: --kafka-config {directory}: not a directory (one file per "
+        "librdkafka setting, as a Pipeline's auth Secret is mounted)"
+    )
+
+
+def _extra(args: argparse.Namespace) -> dict[str, str] | None:
+    """The settings of --kafka-config; None (after saying why) when it is no directory."""
     from onceflow.eos.clients import mounted_secret
 
+    if problem := kafka_config_problem(f"transactions {args.action}", args.kafka_config):
+        print(problem, file=sys.stderr)
+        return None
     return mounted_secret(args.kafka_config)
 
 
@@ -37,12 +53,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from onceflow.eos.partition_ends import partition_ends
     from onceflow.logic.hanging_transactions import hanging, track
 
+    if (extra := _extra(args)) is None:
+        return 2
     started = time.monotonic()
-    looks = partition_ends(args.bootstrap, args.topic, _extra(args))
+    looks = partition_ends(args.bootstrap, args.topic, extra)
     stalls = track({}, looks, started)
     while time.monotonic() - started < args.watch:
-        time.sleep(POLL_S)
-        looks = partition_ends(args.bootstrap, args.topic, _extra(args))
+        time.sleep(POLL_S)  # the pace of the looks
+        looks = partition_ends(args.bootstrap, args.topic, extra)
         stalls = track(stalls, looks, time.monotonic())
     if not looks:
         print(f"no partition found in {', '.join(args.topic)}", file=sys.stderr)
@@ -62,11 +80,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_abort(args: argparse.Namespace) -> int:
     from onceflow.eos.fencing import fence_transactional_ids
 
+    if (extra := _extra(args)) is None:
+        return 2
     cost = ABORT_COST.format(tid=args.transactional_id)
     if not args.yes:
         print(f"not aborted: {cost}. Add --yes to abort it.", file=sys.stderr)
         return 2
-    report = fence_transactional_ids(args.bootstrap, [args.transactional_id], extra=_extra(args))
+    report = fence_transactional_ids(args.bootstrap, [args.transactional_id], extra=extra)
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -80,3 +80,13 @@ def test_following_something_else_or_nothing_starts_over() -> None:
     assert KEY not in watch._stalls and KEY not in watch._bounds
     watch.follow(*KEY, None)
     assert KEY not in watch._followed and watch.follow(*KEY, None) == []
+
+
+def test_the_broker_is_not_asked_when_the_pipeline_writes_all_it_watches() -> None:
+    asked: list[str] = []
+    broker = FakeBroker()
+    watch = HangingWatch(look=broker.look, broker_limit_s=lambda b, s: asked.append(b) or 900.0)
+    own = Followed("kafka:9092", ("orders.counts",), (), (), writers_s=60.0)
+    watch.follow(*KEY, own)
+    watch._look_at(KEY, own)
+    assert watch._bounds[KEY] == {"orders.counts": 60.0 + CLEANUP_MARGIN_S} and asked == []

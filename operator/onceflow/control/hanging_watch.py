@@ -123,6 +123,8 @@ class HangingWatch:
     def _bounds_of(self, what: Followed, settings: Mapping[str, str]) -> dict[str, float]:
         if what.override_s is not None:
             return dict.fromkeys([*what.written, *what.read_only], what.override_s)
+        if what.writers_s is not None and not what.read_only:  # no need to ask the broker
+            return dict.fromkeys(what.written, what.writers_s + CLEANUP_MARGIN_S)
         broker = self.broker_limit_s(what.bootstrap, settings) + CLEANUP_MARGIN_S
         own = broker if what.writers_s is None else what.writers_s + CLEANUP_MARGIN_S
         return {**dict.fromkeys(what.read_only, broker), **dict.fromkeys(what.written, own)}

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
-from onceflow.api.source import ExactlyOnceSupport, KafkaSource, KafkaSourceSpec
-from onceflow.api.spark import KafkaDelivery, SparkJob, SparkJobSpec
+from onceflow.api.source import ExactlyOnceSupport, KafkaSource
+from onceflow.api.spark import KafkaDelivery, SparkJob
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.hanging_watch import Followed, HangingWatch
@@ -104,31 +104,31 @@ def _parsed(model: type[Workload], obj: Obj) -> Workload | None:
         return None
 
 
-def source_stage(obj: Obj, connectors: ConnectorLoader) -> SourceStage:
-    """A source as a stage of the delivery guarantee. Whether its connector can resume
-    exactly is asked only of a source that merely requested it (one that requires it
-    and cannot is refused and never runs); a spec or connector that cannot be read
-    leaves the question to the source's own Degraded condition."""
+def source_stage(obj: Obj, source: KafkaSource | None, connectors: ConnectorLoader) -> SourceStage:
+    """A source as a stage of the delivery guarantee (``source``: its object as the
+    model, None when that fails). Whether its connector can resume exactly is asked
+    only of a source that merely requested it (one that requires it and cannot is
+    refused and never runs); a spec or connector that cannot be read leaves the
+    question to the source's own Degraded condition."""
     name, mode = obj["metadata"]["name"], observe_source(obj).observed_mode
+    if source is None or source.spec.exactly_once_support is ExactlyOnceSupport.REQUIRED:
+        return SourceStage(name, mode)
+    config = source.spec.connector.config
     try:
-        spec = KafkaSourceSpec.model_validate(obj.get("spec") or {})
-        if spec.exactly_once_support is ExactlyOnceSupport.REQUIRED:
+        connector = connectors(source.spec.connector.type)
+        if connector.exactly_once_support(config):
             return SourceStage(name, mode)
-        connector = connectors(spec.connector.type)
-        if connector.exactly_once_support(spec.connector.config):
-            return SourceStage(name, mode)
-        why = connector.exactly_once_refusal(spec.connector.config)
-    except Exception:  # unreadable: the source reports it, and does not run
+        why = connector.exactly_once_refusal(config)
+    except Exception:  # a connector that cannot be loaded: the source reports it
         return SourceStage(name, mode)
     return SourceStage(name, mode, why or "no exactly-once support declared for its config")
 
 
-def job_stage(obj: Obj) -> JobStage:
+def job_stage(obj: Obj, job: SparkJob | None) -> JobStage:
     name, mode = obj["metadata"]["name"], observe_spark_job(obj).observed_mode
-    try:
-        spec = SparkJobSpec.model_validate(obj.get("spec") or {})
-    except ValidationError:  # unreadable: the job reports it, and does not run
+    if job is None:  # unreadable: the job reports it, and does not run
         return JobStage(name, mode)
+    spec = job.spec
     kafka = spec.sink.kafka
     return JobStage(
         name,
@@ -204,26 +204,24 @@ class PipelineReconciler:
         )
 
     def _watch_hanging(
-        self, pipeline: Pipeline, sources: list[Obj], jobs: list[Obj]
+        self, pipeline: Pipeline, sources: list[KafkaSource], jobs: list[SparkJob]
     ) -> list[Hanging]:
         """Tells the watch what the Pipeline's partitions are and how long its writers
         may keep a transaction open; returns what it found. A Secret the operator cannot
         read or use is its workloads' to report (and never this pass's failure): nothing
         is watched meanwhile."""
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
-        parsed_sources = [s for o in sources if (s := _parsed(KafkaSource, o)) is not None]
-        parsed_jobs = [j for o in jobs if (j := _parsed(SparkJob, o)) is not None]
         try:
             settings = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         except Exception:
             return self.hanging.follow(namespace, name, None)
-        written, read_only = pipeline_topics(pipeline, parsed_sources, parsed_jobs)
+        written, read_only = pipeline_topics(pipeline, sources, jobs)
         followed = Followed(
             pipeline.spec.kafka.bootstrap_servers,
             tuple(written),
             tuple(read_only),
             tuple(sorted(settings.items())),
-            longest_transaction_timeout_s(parsed_sources, parsed_jobs),
+            longest_transaction_timeout_s(sources, jobs),
             self.hanging_after_s,
         )
         return self.hanging.follow(namespace, name, followed)
@@ -288,7 +286,12 @@ class PipelineReconciler:
             key=lambda w: w.label,
         )
         degraded = workloads_degraded(workloads)
-        if found := self._watch_hanging(pipeline, sources, jobs):
+        # Parsed once for the guarantee and the hang watch; None where the model fails.
+        models = [_parsed(KafkaSource, o) for o in sources]
+        job_models = [_parsed(SparkJob, o) for o in jobs]
+        readable_sources = [m for m in models if m is not None]
+        readable_jobs = [m for m in job_models if m is not None]
+        if found := self._watch_hanging(pipeline, readable_sources, readable_jobs):
             degraded = hanging_degraded(found, degraded)
         if pipeline.status is None:
             status = PipelineStatus()
@@ -343,8 +346,8 @@ class PipelineReconciler:
         verdict = judge_delivery(
             decision.current,
             target,
-            [source_stage(o, self.connectors) for o in sources],
-            [job_stage(o) for o in jobs],
+            [source_stage(o, m, self.connectors) for o, m in zip(sources, models, strict=True)],
+            [job_stage(o, m) for o, m in zip(jobs, job_models, strict=True)],
         )
         known = verdict.guarantee is not Guarantee.UNKNOWN
         conditions = set_condition(
