@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from onceflow.api import ExactlyOnceMode
+from onceflow.api.pipeline import WorkloadState
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
@@ -189,6 +190,9 @@ class World:
                 return  # fenced, but the record was never written
             if step.carry_offsets:
                 self.carried.append(step.carry_offsets)
+            if step.then.stopped:
+                writers = [w for w in self.workers if not (w.tx_id is not None and w.fenced)]
+                assert not writers, f"recorded as stopped while {writers} could still commit"
             self.record = step.then
         elif isinstance(step, Start):
             assert self.record is not None
@@ -320,3 +324,89 @@ def test_a_pod_name_held_by_another_incarnation_is_not_reused_until_gone() -> No
     leaving = Worker("g1-0", 1, 0, incarnation="earlier", stopping=True)
     step = next_step(record, desired(2, D), Observed((leaving,)), FenceFailures(), 0)
     assert step == Start(1, (1,))
+
+
+# -- states: paused and stopped are steps of the same walk --------------------------
+
+RUNNING, PAUSED, STOPPED = WorkloadState.RUNNING, WorkloadState.PAUSED, WorkloadState.STOPPED
+
+
+def in_state(d: DesiredGeneration, state: WorkloadState) -> DesiredGeneration:
+    return replace(d, state=state)
+
+
+def test_a_state_change_is_recorded_before_anything_else_and_keeps_the_generation() -> None:
+    record = settled(desired(2, E))
+    workers = Observed(tuple(Worker(f"g1-{t}", 1, t) for t in range(2)))
+    step = next_step(record, in_state(desired(2, E), STOPPED), workers, FenceFailures(), 0)
+    assert isinstance(step, RecordIntent)
+    assert step.record.state is STOPPED and not step.record.stop_fenced
+    assert (step.record.generation, step.record.ids) == (record.generation, record.ids)
+
+
+def test_paused_tasks_keep_running_and_a_missing_one_starts_paused() -> None:
+    record = replace(settled(desired(3, E)), state=PAUSED)
+    workers = Observed((Worker("g1-0", 1, 0), Worker("g1-1", 1, 1)))
+    step = next_step(record, in_state(desired(3, E), PAUSED), workers, FenceFailures(), 0)
+    assert step == Start(1, (2,)), "its tasks read the recorded state and hold still"
+
+
+def test_stopping_stops_every_task_then_fences_the_generation_without_waiting() -> None:
+    d = in_state(desired(2, E), STOPPED)
+    record = replace(settled(desired(2, E)), state=STOPPED)
+    workers = (Worker("g1-0", 1, 0), Worker("g1-1", 1, 1))
+    assert next_step(record, d, Observed(workers), FenceFailures(), 0) == Stop(("g1-0", "g1-1"))
+    stopping = Observed(tuple(replace(w, stopping=True) for w in workers))
+    step = next_step(record, d, stopping, FenceFailures(), 0)
+    assert isinstance(step, Fence) and step.ids == record.ids and step.then.stopped
+    assert isinstance(next_step(step.then, d, stopping, FenceFailures(), 0), Keep)
+
+
+def test_a_stopped_generation_without_transactions_is_stopped_once_its_tasks_are_gone() -> None:
+    d = in_state(desired(2, D), STOPPED)
+    record = replace(settled(desired(2, D)), state=STOPPED)
+    stopping = Observed((Worker("g1-0", 1, 0, stopping=True),))
+    assert isinstance(next_step(record, d, stopping, FenceFailures(), 0), WaitGone)
+    step = next_step(record, d, Observed(), FenceFailures(), 0)
+    assert isinstance(step, Fence) and step.ids == () and step.then.stopped
+
+
+def test_a_spec_change_while_stopped_fences_the_predecessor_and_starts_nothing() -> None:
+    record = replace(settled(desired(2, E)), state=STOPPED, stop_fenced=True)
+    d = in_state(desired(3, E, fp="b"), STOPPED)
+    world = walk(World(record=record), d, crash_at=None)
+    assert world.record is not None and world.record.generation == 2 and world.record.stopped
+    assert world.started == []
+
+
+@pytest.mark.parametrize("mode", [D, E])
+@pytest.mark.parametrize("crash_at", [None, 0, 1, 2, 3])
+def test_stop_then_resume_with_a_crash_after_any_step_leaves_no_second_writer(
+    mode: ExactlyOnceMode, crash_at: int | None
+) -> None:
+    """Stop (recorded -> stopped -> fenced or gone -> recorded), then resume: the
+    fencing step asserts that nothing could commit once "stopped" is recorded, and the
+    start that nothing of another generation could."""
+    d = desired(2, mode)
+    world = World(record=settled(d), workers=_running(d, 1), fence_fails=1)
+    for worker in world.workers:
+        worker.grace = 2
+    walk(world, in_state(d, STOPPED), crash_at)
+    assert world.record is not None and world.record.stopped
+    assert world.workers == [] or mode.transactional
+    assert not world.could_still_commit(0), "every task of the generation is fenced or gone"
+    for _ in range(3):
+        world.tick()  # fenced tasks finish stopping while the source is stopped
+    walk(world, d, crash_at)
+    assert world.record.state is RUNNING and world.record.generation == 1
+    assert sorted(world.started) == [0, 1], "resumed in the same generation, same ids"
+
+
+def test_a_stuck_task_of_a_stopped_transactional_source_is_fenced_not_waited_for() -> None:
+    d = desired(2, E)
+    world = World(record=settled(d), workers=_running(d, 1))
+    for worker in world.workers:
+        worker.stuck = True
+    walk(world, in_state(d, STOPPED), crash_at=None)
+    assert world.record is not None and world.record.stopped
+    assert all(w.fenced for w in world.workers)

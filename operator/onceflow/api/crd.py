@@ -61,6 +61,7 @@ KINDS = (
         ("pl",),
         (
             {"name": "Target", "type": "string", "jsonPath": ".spec.exactlyOnce"},
+            {"name": "State", "type": "string", "jsonPath": ".spec.state"},
             {"name": "Current", "type": "string", "jsonPath": ".status.exactlyOnce.current"},
             {"name": "Step", "type": "string", "jsonPath": ".status.exactlyOnce.step"},
             {
@@ -85,6 +86,7 @@ KINDS = (
             {"name": "Tasks", "type": "integer", "jsonPath": ".status.taskCount"},
             {"name": "Running", "type": "integer", "jsonPath": ".status.readyTasks"},
             {"name": "Mode", "type": "string", "jsonPath": ".status.mode"},
+            {"name": "State", "type": "string", "jsonPath": ".status.state"},
             _ready_column(),
             _reason_column(),
             _AGE_COLUMN,
@@ -98,7 +100,8 @@ KINDS = (
         (
             {"name": "Pipeline", "type": "string", "jsonPath": ".spec.pipeline"},
             {"name": "Mode", "type": "string", "jsonPath": ".status.observedMode"},
-            {"name": "State", "type": "string", "jsonPath": ".status.applicationState"},
+            {"name": "State", "type": "string", "jsonPath": ".status.state"},
+            {"name": "Application", "type": "string", "jsonPath": ".status.applicationState"},
             _ready_column(),
             _reason_column(),
             _AGE_COLUMN,

@@ -30,6 +30,25 @@ class ExactlyOnceMode(StrEnum):
         return self is not ExactlyOnceMode.DISABLED
 
 
+class WorkloadState(StrEnum):
+    """Whether a workload runs (Kafka Connect's RUNNING, PAUSED and STOPPED).
+
+    Ordered: a Pipeline's state and a workload's own combine to the stronger of the two
+    (``effective_state``), so pausing a Pipeline pauses every workload without editing
+    each, and resuming it leaves a workload stopped on its own stopped."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+STATE_ORDER = (WorkloadState.RUNNING, WorkloadState.PAUSED, WorkloadState.STOPPED)
+
+
+def effective_state(*states: WorkloadState) -> WorkloadState:
+    return max(states, key=STATE_ORDER.index, default=WorkloadState.RUNNING)
+
+
 class KafkaConnection(ApiModel):
     """How the pipeline's workloads reach Kafka."""
 
@@ -58,6 +77,12 @@ class PipelineSpec(ApiModel):
         max_length=200,
         description="Prefix of every transactional.id of the pipeline. "
         "Default: <namespace>.<pipeline>.",
+    )
+    state: WorkloadState = Field(
+        default=WorkloadState.RUNNING,
+        description="running | paused | stopped for every workload of the pipeline at "
+        "once; a workload's own spec.state still applies when it says more (a workload "
+        "stopped on its own stays stopped when the pipeline runs).",
     )
 
 

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, model_validator
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
 from onceflow.api.connector import Retention
 from onceflow.api.kafka_topics import TopicName
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.status import FencingStatus
 
 # Used when `interval` is chosen without a value: short enough for interactive
@@ -224,6 +224,14 @@ class KafkaSourceSpec(ApiModel):
         description="Compacted topic holding this source's offsets. "
         "Default: <transactionalIdPrefix>-<source>-offsets.",
     )
+    state: WorkloadState = Field(
+        default=WorkloadState.RUNNING,
+        description="running: tasks poll and commit. paused: tasks keep running and keep "
+        "their transactional ids, but neither poll nor commit (each pauses at its next "
+        "transaction boundary). stopped: no task runs, every transactional id of the "
+        "generation is fenced and the offsets stay as they are: the state in which "
+        "offsets may be changed. The Pipeline's spec.state wins when it says more.",
+    )
     image: str | None = Field(
         default=None, description="Task image; default: the operator's own image."
     )
@@ -359,6 +367,17 @@ class KafkaSourceStatus(FencingStatus):
         default=None,
         description="Offsets topic of the previous generation, when it differs: offsets "
         "are carried over before the generation starts.",
+    )
+    state: WorkloadState | None = Field(
+        default=None,
+        description="The state recorded for the generation (spec.state combined with the "
+        "Pipeline's), written before anything is stopped, paused or resumed: tasks read "
+        "it, and pause or end by it.",
+    )
+    stop_fenced: bool | None = Field(
+        default=None,
+        description="Stopped, and the generation's transactional ids fenced since (or its "
+        "non-transactional tasks confirmed gone): nothing of it can write any more.",
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")

@@ -18,7 +18,7 @@ from onceflow.api.columns import (
     schema_fields,
 )
 from onceflow.api.kafka_topics import TopicName
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.status import FencingStatus
 
 # A column name of view `input`; bounded so CEL rules over names fit the API server's
@@ -524,6 +524,14 @@ class SparkJobSpec(ApiModel):
         "changed rows each batch (postgres sink with key, kafka as a changelog); "
         "complete: refused, no sink can replace a whole table in one transaction.",
     )
+    state: WorkloadState = Field(
+        default=WorkloadState.RUNNING,
+        description="running | paused | stopped. A streaming query cannot hold still, so "
+        "paused and stopped both end the driver and executors and keep the checkpoint; "
+        "stopped also allows a reset of the input position. The Kafka sink's "
+        "transactional ids are fenced once the pods are gone; running again resumes from "
+        "the checkpoint. The Pipeline's spec.state wins when it says more.",
+    )
     submitter: Submitter = Field(
         default=Submitter.SPARK_OPERATOR,
         description="spark-operator renders a SparkApplication; spark-submit a Job.",
@@ -671,6 +679,16 @@ class SparkJobStatus(FencingStatus):
     )
     progress: QueryProgress | None = Field(
         default=None, description="The driver's last finished micro-batch."
+    )
+    state: WorkloadState | None = Field(
+        default=None,
+        description="The state recorded for the job (spec.state combined with the "
+        "Pipeline's), written before its driver is removed or submitted again.",
+    )
+    stop_fenced: bool | None = Field(
+        default=None,
+        description="Paused or stopped, its pods gone and the Kafka sink's transactional "
+        "ids fenced since: nothing of the job can write.",
     )
 
 

@@ -88,6 +88,12 @@ class TaskSettings(ApiModel):
         default=1000, ge=1, description="Offset flush cadence in non-transactional modes."
     )
     authority: GenerationAuthoritySpec
+    state_look_ms: int = Field(
+        default=5000,
+        ge=100,
+        description="How often, between transactions, the task asks its authority "
+        "whether it is paused, stopped or superseded: how soon a pause takes hold.",
+    )
 
     @property
     def offsets_owner(self) -> str:

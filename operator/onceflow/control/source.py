@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.connector import Retention
+from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import KafkaSourceStatus, RetentionStatus
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
@@ -58,6 +59,8 @@ from onceflow.logic.protocol import (
 )
 from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
+    STATE_CHANGES,
+    at_rest,
     record_from_status,
     retention_condition,
     status_with_record,
@@ -408,6 +411,8 @@ class SourceReconciler:
         """Intent first: from this write on, tasks of the old generation are superseded.
         Ready drops in the same write, so nobody reads the old generation's Ready next to
         the new generation number."""
+        if old is not None and old.generation == record.generation and old.state != record.state:
+            return self._record_state(obj, record)
         was = (
             f"was {len(old.ids)} in {old.mode}"
             if old is not None and old.generation != record.generation
@@ -430,6 +435,24 @@ class SourceReconciler:
             ),
         )
         self.kube.event(obj, "GenerationPlanned", planned)
+        return obj
+
+    def _record_state(self, obj: Obj, record: GenerationRecord) -> Obj:
+        """A new state, recorded before any task is stopped or started: from this write
+        on, the generation's tasks pause or end by it, whatever the operator does next."""
+        reason, message = STATE_CHANGES[record.state]
+        message = f"generation {record.generation}: {message}"
+        obj = self._write(
+            obj,
+            self._conditions(
+                obj,
+                status_with_record(self._status(obj), record),
+                ready=(False, reason, message),
+                progressing=(True, reason, message),
+                degraded=(False, "Healthy", ""),
+            ),
+        )
+        self.kube.event(obj, reason, message)
         return obj
 
     def _wait(self, obj: Obj, reason: str, message: str) -> None:
@@ -531,6 +554,12 @@ class SourceReconciler:
         status = status.model_copy(
             update={"tasks": tasks, "ready_tasks": ready, "retention": retention}
         )
+        if record.state is not WorkloadState.RUNNING:
+            all_ready, reason, message = at_rest(record, ready)
+            progressing: tuple[bool, str, str] = (not all_ready, reason, message)
+        else:
+            reason = "TasksRunning" if all_ready else "TasksStarting"
+            progressing = (not all_ready, "TasksStarting" if not all_ready else "Stable", message)
         current = [
             pod
             for pod in pods
@@ -542,8 +571,8 @@ class SourceReconciler:
         status = self._conditions(
             latest,
             status,
-            ready=(all_ready, "TasksRunning" if all_ready else "TasksStarting", message),
-            progressing=(not all_ready, "TasksStarting" if not all_ready else "Stable", message),
+            ready=(all_ready, reason, message),
+            progressing=progressing,
             degraded=(
                 (True, trouble.reason, trouble.message)
                 if trouble

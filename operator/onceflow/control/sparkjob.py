@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from kubernetes.client.exceptions import ApiException
 
 from onceflow.api import ExactlyOnceMode, Pipeline
+from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
@@ -46,6 +47,16 @@ from onceflow.logic.sink_handover import (
     SinkProducers,
     StopDriver,
     sink_handover,
+)
+from onceflow.logic.spark_state import (
+    SPARK_STATE_CHANGES,
+    FenceSinkIds,
+    HeldStill,
+    RecordState,
+    RemoveDriver,
+    Run,
+    WaitPodsGone,
+    spark_state_step,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT
@@ -172,9 +183,12 @@ class SparkJobReconciler:
     def _pass(self, obj: Obj) -> bool:
         obj, job, pipeline, mode, settings = self._observe(obj)
         name = job.metadata.name
-        status = self._status(obj)
         submission = submission_of(job)
         application = self._get(submission, job)
+        obj, held = self._hold(obj, job, pipeline, mode, application)
+        if held is not None:
+            return held
+        status = self._status(obj)
         if application is None:
             # Only before creating its own driver object can another submitter's exist.
             self._remove_other_submissions(obj, job, status)
@@ -246,6 +260,85 @@ class SparkJobReconciler:
             return False
         self._write(obj, status, running or completed, reason, message, degraded=failed)
         return running or completed
+
+    def _hold(
+        self,
+        obj: Obj,
+        job: SparkJob,
+        pipeline: Pipeline,
+        mode: ExactlyOnceMode,
+        application: Obj | None,
+    ) -> tuple[Obj, bool | None]:
+        """Walks ``logic.spark_state`` up to ``Run`` (None: the usual pass goes on) or a
+        job held still (True), with the object as last written. Every state is recorded
+        before the driver is touched."""
+        namespace, name = job.metadata.namespace, job.metadata.name
+        desired = effective_state(pipeline.spec.state, job.spec.state)
+        for _ in range(4):  # record, fence, held: the longest walk within one pass
+            status = self._status(obj)
+            recorded = recorded_sink(status, pipeline.transactional_id_prefix)
+            step = spark_state_step(
+                desired,
+                status.state,
+                bool(status.stop_fenced),
+                driver=application is not None,
+                pods=bool(self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={name}")),
+                sink_ids=recorded.ids(name) if recorded and job.spec.sink.kafka else (),
+            )
+            if isinstance(step, Run):
+                return obj, None
+            if isinstance(step, RecordState):
+                reason, message = SPARK_STATE_CHANGES[step.state]
+                status = status.model_copy(update={"state": step.state, "stop_fenced": False})
+                obj = self._write(obj, status, False, reason, message)
+                self.kube.event(obj, reason, message)
+            elif isinstance(step, RemoveDriver):
+                self._delete(submission_of(job), job)
+                message = f"{desired}: the driver is being removed; the checkpoint stays"
+                self._write(obj, status, False, "RemovingDriver", message)
+                raise RetryLaterError(message)
+            elif isinstance(step, WaitPodsGone):
+                self._wait_until_previous_pods_are_gone(obj, job, status)
+            elif isinstance(step, FenceSinkIds):
+                obj = self._fence_held(obj, pipeline, status, step.ids)
+            else:
+                assert isinstance(step, HeldStill)
+                # Nothing runs, so no mode is broken: it resumes in the Pipeline's.
+                held = status.model_copy(update={"observed_mode": mode, "application_state": None})
+                reason = "Stopped" if desired is WorkloadState.STOPPED else "Paused"
+                message = (
+                    f"{desired}: no driver runs, the checkpoint is kept and the sink's "
+                    "transactional ids are fenced; set spec.state: running to resume"
+                )
+                return self._write(obj, held, True, reason, message), True
+        raise RetryLaterError("the job's state did not settle within one pass")
+
+    def _fence_held(
+        self, obj: Obj, pipeline: Pipeline, status: SparkJobStatus, ids: tuple[str, ...]
+    ) -> Obj:
+        if ids:
+            extra = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
+            report = fence_with_backoff(
+                lambda: self.fence(
+                    pipeline.spec.kafka.bootstrap_servers,
+                    list(ids),
+                    extra=extra,
+                    timeout_s=self.fence_timeout_s,
+                ),
+                fence_failures(status),
+                lambda message, failures: self._write(
+                    obj,
+                    with_fence_failures(status, failures),
+                    False,
+                    "FencingFailed",
+                    message,
+                    degraded=True,
+                ),
+                "the job is held still once its sink's ids are fenced",
+            )
+            self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
+        fenced = with_fence_failures(status, None).model_copy(update={"stop_fenced": True})
+        return self._write(obj, fenced, False, "SinkFenced", "the sink's ids are fenced")
 
     def _create(self, submission: Submission, desired: Obj) -> Obj:
         try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.model.tasks import DesiredGeneration
 
 LegacyIds = Callable[[int], tuple[str, ...]]
@@ -40,10 +40,20 @@ class GenerationRecord:
     """None when unknown (a first record, a record that lost it): the predecessor is
     then treated as unfenceable and waited for until gone."""
     previous_offsets_topic: str | None = None
+    state: WorkloadState = WorkloadState.RUNNING
+    """Recorded before anything is paused, stopped or started again; tasks read it."""
+    stop_fenced: bool = False
+    """Stopped, and since then every id of the generation fenced (or its
+    non-transactional tasks confirmed gone)."""
 
     @property
     def fencing_pending(self) -> bool:
         return self.fenced_generation < self.generation
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped and proven unable to write: the precondition for changing offsets."""
+        return self.state is WorkloadState.STOPPED and self.stop_fenced and not self.fencing_pending
 
     @classmethod
     def first(cls, desired: DesiredGeneration) -> GenerationRecord:
@@ -58,6 +68,7 @@ class GenerationRecord:
             ids=desired.ids,
             offsets_topic=desired.offsets_topic,
             incarnation=uuid.uuid4().hex[:12],
+            state=desired.state,
         )
 
     def with_new_generation(self, desired: DesiredGeneration) -> GenerationRecord:
@@ -73,6 +84,7 @@ class GenerationRecord:
             previous_ids=self.ids,
             previous_mode=self.mode,
             previous_offsets_topic=self.offsets_topic,
+            stop_fenced=False,
         )
 
     def with_replanned(self, desired: DesiredGeneration) -> GenerationRecord:
@@ -88,7 +100,19 @@ class GenerationRecord:
         )
 
     def with_fenced(self) -> GenerationRecord:
-        return replace(self, fenced_generation=self.generation)
+        """No task of a pending generation ever started: fencing its predecessor leaves
+        a stopped one with nothing that could write."""
+        return replace(
+            self,
+            fenced_generation=self.generation,
+            stop_fenced=self.state is WorkloadState.STOPPED,
+        )
+
+    def with_state(self, state: WorkloadState) -> GenerationRecord:
+        return replace(self, state=state, stop_fenced=False)
+
+    def with_stop_fenced(self) -> GenerationRecord:
+        return replace(self, stop_fenced=True)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +127,8 @@ class GenerationRecord:
             "previousTransactionalIds": list(self.previous_ids),
             "previousMode": self.previous_mode.value if self.previous_mode else None,
             "previousOffsetsTopic": self.previous_offsets_topic,
+            "state": self.state.value,
+            "stopFenced": self.stop_fenced,
         }
 
     @classmethod
@@ -132,4 +158,6 @@ class GenerationRecord:
             # have had a fenceable predecessor.
             previous_mode=ExactlyOnceMode(previous_mode) if previous_mode else None,
             previous_offsets_topic=data.get("previousOffsetsTopic"),
+            state=WorkloadState(data.get("state") or WorkloadState.RUNNING),
+            stop_fenced=bool(data.get("stopFenced")),
         )

@@ -13,6 +13,14 @@ repeats the remaining steps (each is idempotent).
 Order within a pending generation: stop the others -> wait until they are gone where
 fencing cannot cover them -> fence the predecessor's ids and carry its offsets to a
 renamed offsets topic -> record "fenced" -> start the tasks.
+
+States (``spec.state``) are steps of the same walk and keep the generation, its ids
+and its offsets: the new state is recorded first (tasks read it: a paused one stops
+polling at its next boundary, one of a stopped source ends without writing), then a
+stop stops every task -> fences the generation's ids (or, without transactions, waits
+until the tasks are gone) -> records "stop fenced", the proof that nothing of the
+source can write any more. Resuming records ``running`` and starts the tasks, whose
+initialisation fences whatever a stopped task left.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from onceflow.api.pipeline import WorkloadState
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.model.tasks import DesiredGeneration
@@ -149,17 +158,29 @@ def next_step(
 ) -> Step:
     if record is None:
         return RecordIntent(GenerationRecord.first(desired))
-    if record.fencing_pending and record.fingerprint != desired.fingerprint:
-        # The spec moved on before this generation started: re-plan it in place.
-        return RecordIntent(record.with_replanned(desired))
-    if not record.fencing_pending and record.fingerprint != desired.fingerprint:
-        return RecordIntent(record.with_new_generation(desired))
+    if (moved := _moved_on(record, desired)) is not None:
+        return RecordIntent(moved)
     own = [w for w in observed.workers if _belongs(w, record)]
     others = [w for w in observed.workers if not _belongs(w, record)]
     running = tuple(w.name for w in others if not w.stopping)
     if record.fencing_pending:
         return _finish_pending(record, others, running, failures, now)
+    if record.state is WorkloadState.STOPPED:
+        return _stopped(record, observed.workers, failures, now)
     return _steady(record, own, others, running, observed.template)
+
+
+def _moved_on(record: GenerationRecord, desired: DesiredGeneration) -> GenerationRecord | None:
+    """The record the spec asks for next, one change at a time: a new generation, or a
+    new state of the same one; None while the record is what the spec asks."""
+    if record.fingerprint != desired.fingerprint:
+        # A pending generation (the spec moved on before it started) is re-planned in place.
+        if record.fencing_pending:
+            return record.with_replanned(desired)
+        return record.with_new_generation(desired)
+    if record.state is not desired.state:
+        return record.with_state(desired.state)
+    return None
 
 
 def _belongs(worker: Worker, record: GenerationRecord) -> bool:
@@ -196,6 +217,34 @@ def _finish_pending(
         (previous, record.offsets_topic) if previous not in (None, record.offsets_topic) else None
     )
     return Fence(ids_to_fence(record), carry, record.with_fenced())
+
+
+def _stopped(
+    record: GenerationRecord,
+    workers: Sequence[Worker],
+    failures: FenceFailures,
+    now: float,
+) -> Step:
+    """Every task stopped, then the generation's ids fenced: a task that outlives its
+    stop (a pod on a lost node, a process that ignores SIGTERM) can then no longer
+    commit, so the offsets are the source's alone. Without transactions there is
+    nothing to fence and only "gone" proves it."""
+    running = tuple(w.name for w in workers if not w.stopping)
+    if running:
+        return Stop(running)
+    if record.stop_fenced:
+        return Keep()
+    if not record.mode.transactional:
+        if workers:
+            return WaitGone(
+                tuple(w.name for w in workers),
+                f"stopped in mode {record.mode} (no transactions): only gone proves that "
+                "its tasks write no more",
+            )
+        return Fence((), None, record.with_stop_fenced())
+    if now < failures.retry_at:
+        return BackOff(failures.retry_at - now, "fencing failed; retrying")
+    return Fence(record.ids, None, record.with_stop_fenced())
 
 
 def _steady(

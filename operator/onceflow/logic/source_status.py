@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import KafkaSourceStatus, RetentionStatus, TaskStatus
 from onceflow.logic.generations import GenerationRecord, LegacyIds
 from onceflow.logic.protocol import Worker
@@ -55,6 +56,8 @@ def status_with_record(status: KafkaSourceStatus, record: GenerationRecord) -> K
             "previous_transactional_ids": list(record.previous_ids),
             "previous_mode": record.previous_mode,
             "previous_offsets_topic": record.previous_offsets_topic,
+            "state": record.state,
+            "stop_fenced": record.stop_fenced,
         }
     )
 
@@ -152,4 +155,38 @@ def retention_condition(retention: RetentionStatus | None) -> tuple[bool, str, s
         f"{_size(retention.limit_bytes)} ({retention.limit_from}); the source is behind or "
         "not reading, and the system keeps everything since its last commit: fix what "
         "holds the tasks back (see status.tasks), or raise the limit",
+    )
+
+
+STATE_CHANGES: dict[WorkloadState, tuple[str, str]] = {
+    WorkloadState.RUNNING: ("Resuming", "running again: tasks start (or go on) where they paused"),
+    WorkloadState.PAUSED: (
+        "Pausing",
+        "paused: each task holds still at its next transaction boundary",
+    ),
+    WorkloadState.STOPPED: (
+        "Stopping",
+        "stopping: tasks end, then the generation's transactional ids are fenced",
+    ),
+}
+"""The reason and message of a recorded state change, before it took hold."""
+
+
+def at_rest(record: GenerationRecord, ready: int) -> tuple[bool, str, str]:
+    """Ready, reason and message of a paused or stopped source once the protocol has
+    nothing left to do: Ready means "in the state asked for", so a rollout (and
+    ``kubectl wait``) does not wait on a source that is stopped on purpose."""
+    if record.state is WorkloadState.STOPPED:
+        return (
+            True,
+            "Stopped",
+            f"generation {record.generation}: stopped; no task runs, its transactional ids "
+            "are fenced and its offsets kept; set spec.state: running to resume",
+        )
+    count = record.task_count
+    return (
+        ready == count,
+        "Paused",
+        f"generation {record.generation}: paused; {ready}/{count} task(s) up, holding their "
+        "transactional ids without polling or committing; set spec.state: running to resume",
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
+from onceflow.api.pipeline import ExactlyOnceMode, Pipeline, WorkloadState, effective_state
 from onceflow.api.source import ExactlyOnceSupport, KafkaSource
 from onceflow.api.task import GenerationAuthoritySpec, TaskSettings
 from onceflow.model.names import offsets_topic, task_transactional_ids
@@ -36,6 +36,9 @@ class DesiredGeneration:
     fingerprint: str
     ids: tuple[str, ...]
     offsets_topic: str
+    state: WorkloadState = WorkloadState.RUNNING
+    """Not part of the fingerprint: pausing, stopping and resuming keep the generation
+    (and its transactional ids and offsets)."""
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,13 @@ class DesiredTasks:
         return offsets_topic(self.pipeline, self.source)
 
     @property
+    def state(self) -> WorkloadState:
+        return effective_state(self.pipeline.spec.state, self.source.spec.state)
+
+    @property
     def generation(self) -> DesiredGeneration:
         return DesiredGeneration(
-            self.task_count, self.mode, self.fingerprint, self.ids, self.offsets_topic
+            self.task_count, self.mode, self.fingerprint, self.ids, self.offsets_topic, self.state
         )
 
     def settings(

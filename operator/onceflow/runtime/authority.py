@@ -1,9 +1,11 @@
-"""Who says which task generation is current.
+"""Who says which task generation is current, and whether it may run.
 
 A task asks after ``init_transactions`` (so its own predecessor is already fenced) and
 before writing anything: a task of an older generation exits without writing. The
 answer comes from the same record the supervisor writes before it starts a new
 generation, so a task can never see itself as current after its successor was planned.
+It asks again between transactions, at its settings' ``state_look_ms``: a paused
+source's tasks hold still there, a stopped one's end.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from onceflow.api.pipeline import WorkloadState
 from onceflow.api.task import FileAuthority, GenerationAuthoritySpec, KubernetesAuthority
 
 HTTP_NOT_FOUND = 404
@@ -24,10 +27,15 @@ SOURCE_DELETED = sys.maxsize
 class CurrentGeneration:
     incarnation: str
     generation: int
+    state: WorkloadState = WorkloadState.RUNNING
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> CurrentGeneration:
-        return cls(str(record.get("incarnation") or ""), int(record.get("generation") or 0))
+        return cls(
+            str(record.get("incarnation") or ""),
+            int(record.get("generation") or 0),
+            WorkloadState(record.get("state") or WorkloadState.RUNNING),
+        )
 
     def supersedes(self, incarnation: str | None, generation: int) -> bool:
         """True when a task of (``incarnation``, ``generation``) must not write: a newer
@@ -60,22 +68,30 @@ class FileGenerationAuthority:
 
 class KubernetesGenerationAuthority:
     """On a cluster: ``status.generation`` of the KafkaSource, read with the task's
-    ServiceAccount (which may only get KafkaSources in its namespace)."""
+    ServiceAccount (which may only get KafkaSources in its namespace). The client is
+    made once: the task asks again between transactions for as long as it runs."""
 
     def __init__(self, namespace: str, name: str) -> None:
         self.namespace = namespace
         self.name = name
+        self._api: Any = None
+
+    def _objects(self) -> Any:
+        if self._api is None:
+            from kubernetes import client, config
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            self._api = client.CustomObjectsApi()
+        return self._api
 
     def current(self) -> CurrentGeneration:
-        from kubernetes import client, config
         from kubernetes.client.rest import ApiException
 
         try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        try:
-            obj = client.CustomObjectsApi().get_namespaced_custom_object(
+            obj = self._objects().get_namespaced_custom_object(
                 "onceflow.io", "v1alpha1", self.namespace, "kafkasources", self.name
             )
         except ApiException as error:

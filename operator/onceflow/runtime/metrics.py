@@ -37,6 +37,11 @@ RETAINED_BYTES = Gauge(
     "What the source system keeps until this task has read it (a replication slot's WAL)",
     _LABELS,
 )
+PAUSED = Gauge(
+    "onceflow_source_paused",
+    "1 while the task holds still because its source is paused (spec.state: paused)",
+    _LABELS,
+)
 COMMIT_LATENCY = Histogram(
     "onceflow_source_commit_latency_seconds",
     "Time to commit a transaction (or flush offsets)",
@@ -82,6 +87,9 @@ class TaskMetrics:
 
     def fenced(self) -> None:
         PRODUCER_FENCED.labels(**self._labels).inc()
+
+    def paused(self, holding: bool) -> None:
+        PAUSED.labels(**self._labels).set(1 if holding else 0)
 
     def retained(self, size: int | None) -> None:
         if size is not None:

@@ -33,6 +33,7 @@ from onceflow.api.connector import (
     TaskContext,
     TransactionRequest,
 )
+from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import ExactlyOnceSupport, TransactionBoundary
 from onceflow.api.task import TaskSettings
 from onceflow.eos.clients import admin_client, mounted_secret
@@ -53,7 +54,7 @@ from onceflow.eos.writer import (
     TransactionalWriter,
     TransactionTimedOutError,
 )
-from onceflow.runtime.authority import GenerationAuthority
+from onceflow.runtime.authority import CurrentGeneration, GenerationAuthority
 from onceflow.runtime.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -148,12 +149,17 @@ class TaskRunner:
         self.committed_offsets: dict[str, Any] = {}
         self.failure: str | None = None
         """Why the task ended with an error, for whoever started it."""
+        self._next_look = 0.0
 
     # -- shared steps ---------------------------------------------------------------
 
     def _superseded(self, situation: str) -> bool:
+        return self._must_end(self.authority.current(), situation)
+
+    def _must_end(self, current: CurrentGeneration, situation: str) -> bool:
+        """Superseded by a newer generation, or its source stopped: either way this
+        task must not write another record."""
         s = self.settings
-        current = self.authority.current()
         if current.supersedes(s.incarnation, s.generation):
             log.info(
                 "task %s: %s: generation %s (incarnation %s) superseded by %s (%s); exiting 0",
@@ -165,7 +171,51 @@ class TaskRunner:
                 current.incarnation,
             )
             return True
+        if current.state is WorkloadState.STOPPED:
+            log.info("task %s: %s: the source is stopped; exiting 0", s.task_id, situation)
+            return True
         return False
+
+    def _look(self) -> CurrentGeneration | None:
+        """The authority's answer, or None when it cannot be asked now (an API server
+        restarting): a running task keeps running rather than fail on that."""
+        self._next_look = time.monotonic() + self.settings.state_look_ms / 1000
+        try:
+            return self.authority.current()
+        except Exception as error:  # any failure to ask; the next look asks again
+            log.warning("task %s: could not ask whether to pause: %s", self.settings.task_id, error)
+            return None
+
+    def _ends_between_transactions(self) -> bool:
+        """Asked only while no transaction is open. Holds still while the source is
+        paused (the producer and its transactional id stay; nothing is polled or
+        committed, so no transaction can time out meanwhile), and answers whether the
+        task must end: superseded, or its source stopped."""
+        if time.monotonic() < self._next_look:
+            return False
+        current = self._look()
+        if current is None or current.state is not WorkloadState.PAUSED:
+            return current is not None and self._must_end(current, "between transactions")
+        if self._must_end(current, "pausing"):
+            return True
+        s = self.settings
+        log.info("task %s: the source is paused; holding still", s.task_id)
+        self.metrics.paused(True)
+        self.progress({"event": "paused", "task": s.task_id, "generation": s.generation})
+        try:
+            while not self.stop.wait(s.state_look_ms / 1000):
+                current = self._look()
+                if current is None:
+                    continue
+                if self._must_end(current, "while paused"):
+                    return True
+                if current.state is not WorkloadState.PAUSED:
+                    log.info("task %s: the source is running again", s.task_id)
+                    self.progress({"event": "resumed", "task": s.task_id})
+                    return False
+            return False  # asked to stop: the caller's loop sees it
+        finally:
+            self.metrics.paused(False)
 
     def _start_task(
         self, offsets: StoredOffsets, txn: RecordingTransactionContext | None
@@ -335,7 +385,7 @@ class TaskRunner:
             if batch.open:
                 commit() if request.commit else abort()
 
-        while not self.stop.is_set():
+        while not self.stop.is_set() and (batch.open or not self._ends_between_transactions()):
             records = task.poll()
             requests = txn.take() if txn else []
             after = {id(r.after): r for r in requests if r.after is not None}
@@ -389,7 +439,9 @@ class TaskRunner:
         try:
             last_flush = time.monotonic()
             while True:
-                stopping = self.stop.is_set()
+                stopping = self.stop.is_set() or (
+                    not batch.open and self._ends_between_transactions()
+                )
                 records = [] if stopping else task.poll()
                 writer.send_records(records, s.topic)
                 batch.add(records, offset_keys)

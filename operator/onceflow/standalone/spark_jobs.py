@@ -16,10 +16,19 @@ from pathlib import Path
 
 from onceflow.api import Pipeline
 from onceflow.api.errors import Problem
+from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
+from onceflow.logic.spark_state import (
+    SPARK_STATE_CHANGES,
+    FenceSinkIds,
+    RecordState,
+    RemoveDriver,
+    Run,
+    spark_state_step,
+)
 from onceflow.standalone.children import ChildProcess
 from onceflow.standalone.state import workload_file, write_json_atomically
 
@@ -34,6 +43,8 @@ class PlannedSparkJob:
     when the driver starts: planning writes nothing."""
     transform_files: Mapping[str, str] | None = None
     """transform.configMap's files, written to ``settings.transform_dir`` likewise."""
+    state: WorkloadState = WorkloadState.RUNNING
+    """The job's spec.state combined with its Pipeline's."""
 
 
 def plan_spark_job(
@@ -72,7 +83,8 @@ def plan_spark_job(
         update["bootstrap_servers"] = bootstrap_override
     if dsn is not None:
         update["postgres_dsn_file"] = str(workload_file(here, namespace, name, "dsn"))
-    return PlannedSparkJob(settings.model_copy(update=update), dsn, files)
+    state = effective_state(pipeline.spec.state, job.spec.state) if pipeline else job.spec.state
+    return PlannedSparkJob(settings.model_copy(update=update), dsn, files, state)
 
 
 @dataclass
@@ -85,6 +97,9 @@ class SparkJobSupervisor:
     driver: ChildProcess | None = None
     running: PlannedSparkJob | None = None
     next_fence_attempt: float = 0.0
+    state: WorkloadState = WorkloadState.RUNNING
+    """The state last taken: the run's children end with it, so it lives in memory."""
+    stop_fenced: bool = False
 
     @property
     def settings(self) -> SparkJobSettings:
@@ -112,10 +127,52 @@ class SparkJobSupervisor:
             and not self.running.settings.mode.reads_committed
         )
 
+    def _held(self, now: float) -> bool:
+        """Walks ``logic.spark_state``; True while the job is paused or stopped."""
+        recorded = self._recorded_sink() if self.settings.sink.kafka else None
+        while True:
+            step = spark_state_step(
+                self.planned.state,
+                self.state,
+                self.stop_fenced,
+                driver=self.driver is not None,
+                pods=False,  # a stopped driver process is gone
+                sink_ids=recorded.ids(self.name) if recorded else (),
+            )
+            if isinstance(step, Run):
+                return False
+            if isinstance(step, RecordState):
+                self.state, self.stop_fenced = step.state, False
+                self.say(f"{self.name}: {SPARK_STATE_CHANGES[step.state][1]}")
+            elif isinstance(step, RemoveDriver):
+                self.stop()
+            elif isinstance(step, FenceSinkIds):
+                if now < self.next_fence_attempt or not self._fence(step.ids, now, "held"):
+                    return True
+                self.stop_fenced = True
+                self.say(f"{self.name}: {self.state}; the checkpoint is kept")
+            else:
+                return True
+
+    def _fence(self, ids: tuple[str, ...], now: float, why: str) -> bool:
+        if not ids:
+            return True
+        report = fence_transactional_ids(
+            self.settings.bootstrap_servers, list(ids), extra=self.settings.kafka_config
+        )
+        if not report.ok:
+            self.next_fence_attempt = now + FENCE_RETRY_S
+            self.say(f"{self.name}: {report.summary()}; retrying in {FENCE_RETRY_S:.0f}s")
+            return False
+        self.say(f"{self.name}: {why}: {report.summary()}")
+        return True
+
     def reconcile(self, now: float) -> None:
         if self.driver is not None and self.running != self.planned:
             self.say(f"{self.name}: settings changed; stopping the driver")
             self.stop()
+        if self._held(now):
+            return
         if self.driver is None:
             if now < self.next_fence_attempt:
                 return
@@ -175,15 +232,8 @@ class SparkJobSupervisor:
         wanted = SinkProducers(self.settings.transactional_id_prefix, kafka.partitions)
         step = sink_handover(self._recorded_sink(), wanted, False, self.name)
         assert not isinstance(step, StopDriver), "the driver is stopped before a handover"
-        if isinstance(step, FenceSink):
-            report = fence_transactional_ids(
-                self.settings.bootstrap_servers, list(step.ids), extra=self.settings.kafka_config
-            )
-            if not report.ok:
-                self.next_fence_attempt = now + FENCE_RETRY_S
-                self.say(f"{self.name}: {report.summary()}; retrying in {FENCE_RETRY_S:.0f}s")
-                return None
-            self.say(f"{self.name}: {step.reason}: {report.summary()}")
+        if isinstance(step, FenceSink) and not self._fence(step.ids, now, step.reason):
+            return None
         producers = step.then if isinstance(step, FenceSink) else step.producers
         write_json_atomically(
             self.sink_file,

@@ -49,6 +49,7 @@ from onceflow.logic.protocol import (
 )
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
 from onceflow.logic.resource_set import ResourceSet
+from onceflow.logic.source_status import STATE_CHANGES
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy, policy_from
 from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.manifest_files import ManifestFileError, ManifestSources
@@ -66,6 +67,9 @@ log = logging.getLogger(__name__)
 # task restarts within a second, slow enough to be invisible in CPU use.
 TICK_S = 0.25
 PROGRESS_EVERY_S = 2.0
+# Tasks read their state file this often between transactions: a local file costs
+# nothing to read, and a pause should take hold as soon as one asks for it.
+STATE_LOOK_MS = 250
 
 
 class StateDirLockedError(Exception):
@@ -265,7 +269,9 @@ class SourceSupervisor:
         """Runs one step; False when the pass must end here (fencing failed)."""
         if isinstance(step, RecordIntent):
             store_record(self.state_file, step.record)
-            if record is not None and record.generation != step.record.generation:
+            if record is not None and record.state is not step.record.state:
+                self.say(f"{self.name}: {STATE_CHANGES[step.record.state][1]}")
+            elif record is not None and record.generation != step.record.generation:
                 self.say(
                     f"{self.name}: generation {step.record.generation} planned "
                     f"({len(record.ids)} -> {step.record.task_count} tasks, mode "
@@ -291,6 +297,8 @@ class SourceSupervisor:
                 return False
             self.say(f"{self.name}: {report.summary()}: {', '.join(step.ids)}")
         self.failures = FenceFailures()
+        if step.then.stop_fenced and not step.then.fencing_pending:
+            self.say(f"{self.name}: stopped; offsets kept (change them now, or resume)")
         if step.carry_offsets is not None:
             old, new = step.carry_offsets
             namespace = self.desired.source.metadata.namespace
@@ -304,13 +312,16 @@ class SourceSupervisor:
     def _start(self, record: GenerationRecord, task_ids: Sequence[int]) -> None:
         authority = FileAuthority(path=str(self.state_file.resolve()))
         stem = self.state_file.with_suffix("")
-        settings = self.desired.settings(
-            record.generation, authority, incarnation=record.incarnation
-        )
+        update: dict[str, object] = {"state_look_ms": STATE_LOOK_MS}
         secret_dir = self._write_connector_secret(stem, record.generation)
         if secret_dir is not None:
-            update = {"connector_secret_dir": str(secret_dir)}
-            settings = [s.model_copy(update=update) for s in settings]
+            update["connector_secret_dir"] = str(secret_dir)
+        settings = [
+            s.model_copy(update=update)
+            for s in self.desired.settings(
+                record.generation, authority, incarnation=record.incarnation
+            )
+        ]
         self.running_generation = record.generation
         for task_id in task_ids:
             path = Path(f"{stem}.g{record.generation}-{task_id}.json")
