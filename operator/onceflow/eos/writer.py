@@ -206,7 +206,10 @@ class TransactionalWriter(_ProducingWriter):
         if is_fenced(detail):
             self.state = TxnState.FENCED
             return ProducerFencedError(f"{self.transactional_id}: fenced during {what}")
-        if detail.fatal():
+        if detail.fatal() or detail.code() == KafkaError._FATAL:
+            # _FATAL: the client raised an earlier fatal error again, at a call that came
+            # after it (a produce after the producer was fenced in the background); the
+            # cause is in the client's log, not in this error.
             self.state = TxnState.FAILED
             hint = describe_access_error(detail, self.transactional_id)
             return ProducerFailedError(hint or f"{self.transactional_id}: {what}: {detail.str()}")

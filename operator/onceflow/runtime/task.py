@@ -334,6 +334,14 @@ class TaskRunner:
                 return ExitCode.STOPPED
             log.warning("task %s: %s while current; exiting to fence back", s.task_id, fenced)
             return ExitCode.FENCED
+        except ProducerFailedError:
+            # A producer found dead at a produce may have been fenced without saying so:
+            # a task whose generation ended (superseded, stopped) ends as asked, not with
+            # an error that restarts it.
+            current = self._look()
+            if current is not None and self._must_end(current, "producer failed"):
+                return ExitCode.STOPPED
+            raise
         finally:
             writer.close()
 

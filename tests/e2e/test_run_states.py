@@ -1,0 +1,113 @@
+"""spec.state under ``onceflow run``: the state file is the authority the task processes
+read, so a pause holds them still in place, a stop ends them and fences their ids,
+and resuming goes on in the same generation. Real broker, audited."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.eos.consume import end_offsets
+from onceflow.logic.audit import audit_sequences
+from tests.e2e.test_standalone_run import _manifests
+from tests.support.kafka import offsets_written
+from tests.support.onceflow_run import start_run
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.kafka
+
+LIMIT = 4000
+
+
+def _with_state(text: str, kind: str, state: str) -> str:
+    documents = list(yaml.safe_load_all(text))
+    for document in documents:
+        if document["kind"] == kind:
+            document["spec"]["state"] = state
+            if document["kind"] == "KafkaSource":  # slower, so the run outlasts the test
+                document["spec"]["connector"]["config"] |= {"limit": LIMIT, "pollIntervalMs": 50}
+    return yaml.safe_dump_all(documents)
+
+
+def _record(state: Path) -> dict[str, Any]:
+    return dict(json.loads((state / "default.counter.json").read_text()))
+
+
+def _pids(state: Path) -> set[int]:
+    path = state / "default.counter.pids.json"
+    return set(json.loads(path.read_text()).values()) if path.exists() else set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def _quiet(bootstrap: str, topic: str, seconds: float) -> bool:
+    before = end_offsets(bootstrap, topic)
+    time.sleep(seconds)
+    return end_offsets(bootstrap, topic) == before
+
+
+def test_pause_stop_and_resume_under_run_keep_every_record_exactly_once(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    name = f"states-{uuid.uuid4().hex[:6]}"
+    topic = f"{name}.counts"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    running = _with_state(_manifests(kafka_bootstrap, name, tasks_max=2), "KafkaSource", "running")
+    manifest.write_text(running)
+    run = start_run(manifest, state, log)
+    try:
+        wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 300, 60, "the first records")
+        tasks = _pids(state)
+        assert len(tasks) == 2
+
+        manifest.write_text(_with_state(running, "KafkaSource", "paused"))
+        wait_for(lambda: "counter: paused" in log.read_text(), 30, "the pause recorded")
+        assert _record(state)["state"] == "paused"
+        time.sleep(1)  # tasks read the state file every 250 ms, between transactions
+        assert _quiet(kafka_bootstrap, topic, 3), "a paused source kept writing"
+        assert _pids(state) == tasks and all(map(_alive, tasks)), "paused tasks stay up"
+        assert offsets_written(kafka_bootstrap, topic) < 6 * LIMIT, "paused too late"
+
+        stopped = _with_state(running, "Pipeline", "stopped")
+        manifest.write_text(stopped)
+        wait_for(lambda: "counter: stopped; offsets kept" in log.read_text(), 60, "stopped")
+        record = _record(state)
+        assert (record["state"], record["stopFenced"], record["generation"]) == (
+            "stopped",
+            True,
+            1,
+        )
+        assert not any(map(_alive, tasks)), "no task runs while stopped"
+        text = log.read_text()
+        assert f"default.{name}/source/counter/0" in text[text.index("counter: stopping") :], (
+            "the generation's ids are fenced after the stop"
+        )
+        assert _quiet(kafka_bootstrap, topic, 2)
+
+        manifest.write_text(running)
+        wait_for(lambda: "counter: running again" in log.read_text(), 30, "resumed")
+        wait_for(lambda: _exact(kafka_bootstrap, topic), 180, "every record, exactly once")
+        assert _record(state)["generation"] == 1, "pausing and stopping keep the generation"
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+
+
+def _exact(bootstrap: str, topic: str) -> bool:
+    if offsets_written(bootstrap, topic) < 6 * LIMIT:
+        return False
+    pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    return audit_sequences(pairs, expect=LIMIT, key_count=6, unparsable=unparsable).ok
