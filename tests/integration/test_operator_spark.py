@@ -595,3 +595,53 @@ def test_a_streaming_driver_restarts_into_edited_settings_and_code_and_after_it_
     _report_state(cluster, "COMPLETED")
     _replaced(cluster, uid, "a new SparkApplication after the streaming driver exited")
     assert "DriverExited" in [event.reason for event in cluster.events("agg")]
+
+
+def test_a_stopped_job_has_no_driver_and_its_sink_ids_fenced_and_resumes_on_its_checkpoint(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet], kafka_bootstrap: str
+) -> None:
+    """spec.state: stopped is recorded before the application is deleted; once it (and
+    its pods) are gone, the sink's ids are fenced: a zombie inside a transaction cannot
+    commit. The Pipeline's paused holds it too; running again submits it anew, with the
+    same sink producers and checkpoint."""
+    cluster, _, _ = operator
+    _pipeline(cluster, kafka_bootstrap, "enabled")
+    cluster.create("sparkjobs", _job(2))
+    _enabled(cluster)
+    old_uid = (_application(cluster) or {})["metadata"]["uid"]
+    prefix = f"{cluster.namespace}.orders"
+    zombie = zombie_in_a_transaction(
+        kafka_bootstrap, sink_transactional_id(prefix, "agg", 0), "orders.out"
+    )
+
+    cluster.patch_spec("sparkjobs", "agg", {"state": "stopped"})
+    wait_for(
+        lambda: cluster.condition("sparkjobs", "agg", "Ready").get("reason") == "Stopped",
+        60,
+        "Ready: Stopped",
+    )
+    status = cluster.status("sparkjobs", "agg")
+    assert (status["state"], status["stopFenced"]) == ("stopped", True), status
+    assert _application(cluster) is None, "no driver while stopped"
+    reasons = [e.reason for e in cluster.events("agg")]
+    assert "SinkFenced" in reasons[reasons.index("Stopping") :], reasons
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+
+    # Paused by its Pipeline while running on its own: still held, as paused.
+    cluster.patch_spec("pipelines", "orders", {"state": "paused"})
+    cluster.patch_spec("sparkjobs", "agg", {"state": "running"})
+    wait_for(
+        lambda: cluster.condition("sparkjobs", "agg", "Ready").get("reason") == "Paused",
+        60,
+        "Ready: Paused",
+    )
+    assert _application(cluster) is None
+
+    cluster.patch_spec("pipelines", "orders", {"state": "running"})
+    wait_for(lambda: _application(cluster) is not None, 60, "the application submitted again")
+    app = _application(cluster)
+    assert app is not None and app["metadata"]["uid"] != old_uid
+    assert app["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "agg-checkpoint"
+    wait_for(lambda: _running_in(cluster, "enabled"), 60, "the job running again")
+    assert cluster.status("sparkjobs", "agg")["sinkPartitions"] == 2, "the same producers"

@@ -4,9 +4,11 @@ its dedup, with the guarantee that holds and the words that say why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.logic.delivery_guarantee import Guarantee, JobStage, SourceStage, judge_delivery
 
 ENABLED, PREPARING, DISABLED = (
@@ -56,6 +58,13 @@ CASES = [
     (DISABLED, DISABLED, _source(None), _job(DISABLED), Guarantee.AT_LEAST_ONCE,
      "the Pipeline runs mode disabled"),
     (ENABLED, ENABLED, None, None, Guarantee.UNKNOWN, "the Pipeline has no workloads"),
+    # Held stages lose and repeat nothing, and are named: nothing flows through them.
+    (ENABLED, ENABLED, replace(_source(), state=WorkloadState.STOPPED), _job(),
+     Guarantee.EXACTLY_ONCE, "KafkaSource orders is stopped: nothing flows through it"),
+    (ENABLED, ENABLED, _source(), replace(_job(), state=WorkloadState.PAUSED),
+     Guarantee.EXACTLY_ONCE, "SparkJob copier is paused"),
+    (DISABLED, DISABLED, _source(DISABLED), replace(_job(DISABLED), state=WorkloadState.PAUSED),
+     Guarantee.AT_LEAST_ONCE, "sources write without transactions; SparkJob copier is paused"),
 ]  # fmt: skip
 
 

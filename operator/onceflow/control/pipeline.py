@@ -13,7 +13,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from onceflow.api import ExactlyOnceMode, Pipeline
-from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadStatus
+from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadState, WorkloadStatus
 from onceflow.api.source import ExactlyOnceSupport, KafkaSource
 from onceflow.api.spark import KafkaDelivery, SparkJob
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
@@ -111,17 +111,26 @@ def source_stage(obj: Obj, source: KafkaSource | None, connectors: ConnectorLoad
     refused and never runs); a spec or connector that cannot be read leaves the
     question to the source's own Degraded condition."""
     name, mode = obj["metadata"]["name"], observe_source(obj).observed_mode
+    state = _recorded_state(obj)
     if source is None or source.spec.exactly_once_support is ExactlyOnceSupport.REQUIRED:
-        return SourceStage(name, mode)
+        return SourceStage(name, mode, state=state)
     config = source.spec.connector.config
     try:
         connector = connectors(source.spec.connector.type)
         if connector.exactly_once_support(config):
-            return SourceStage(name, mode)
+            return SourceStage(name, mode, state=state)
         why = connector.exactly_once_refusal(config)
     except Exception:  # a connector that cannot be loaded: the source reports it
-        return SourceStage(name, mode)
-    return SourceStage(name, mode, why or "no exactly-once support declared for its config")
+        return SourceStage(name, mode, state=state)
+    why = why or "no exactly-once support declared for its config"
+    return SourceStage(name, mode, why, state=state)
+
+
+def _recorded_state(obj: Obj) -> WorkloadState:
+    try:
+        return WorkloadState((obj.get("status") or {}).get("state") or WorkloadState.RUNNING)
+    except ValueError:  # written by a newer operator: not this one's to judge
+        return WorkloadState.RUNNING
 
 
 def job_stage(obj: Obj, job: SparkJob | None) -> JobStage:
@@ -136,6 +145,7 @@ def job_stage(obj: Obj, job: SparkJob | None) -> JobStage:
         sources=tuple(spec.input.sources or ()),
         dedup=spec.dedup is not None,
         at_least_once_sink=kafka is not None and kafka.delivery is KafkaDelivery.AT_LEAST_ONCE,
+        state=_recorded_state(obj),
     )
 
 

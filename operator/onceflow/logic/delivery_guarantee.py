@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 
 
 class Guarantee(StrEnum):
@@ -34,6 +34,9 @@ class SourceStage:
     """The mode its running generation was fenced in; None before it reported one."""
     unsupported: str | None = None
     """Why its connector cannot resume exactly under its config, when it cannot."""
+    state: WorkloadState = WorkloadState.RUNNING
+    """As recorded in its status: a paused or stopped stage loses and repeats nothing,
+    but nothing flows through it either, and the message says so."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class JobStage:
     dedup: bool = False
     at_least_once_sink: bool = False
     """``spec.sink.kafka.delivery: atLeastOnce`` (Spark's own Kafka sink)."""
+    state: WorkloadState = WorkloadState.RUNNING
 
 
 @dataclass(frozen=True)
@@ -95,14 +99,27 @@ def judge_delivery(
                 f"SparkJob {job.name} reads {', '.join(repeated)}, which may repeat records, "
                 "without spec.dedup"
             )
+    held = [
+        f"{label} is {state.value}: nothing flows through it until it runs again"
+        for label, state in (
+            *((f"KafkaSource {s.name}", s.state) for s in sources),
+            *((f"SparkJob {j.name}", j.state) for j in jobs),
+        )
+        if state is not WorkloadState.RUNNING
+    ]
     if weak:
-        return GuaranteeVerdict(Guarantee.AT_LEAST_ONCE, "; ".join(weak))
+        return GuaranteeVerdict(Guarantee.AT_LEAST_ONCE, "; ".join(weak + held))
     if unknown:
-        return GuaranteeVerdict(Guarantee.UNKNOWN, "; ".join(unknown))
+        return GuaranteeVerdict(Guarantee.UNKNOWN, "; ".join(unknown + held))
     if not stages:
         return GuaranteeVerdict(Guarantee.UNKNOWN, "the Pipeline has no workloads")
     return GuaranteeVerdict(
         Guarantee.EXACTLY_ONCE,
-        f"every workload runs mode enabled: {len(sources)} source(s) and {len(jobs)} "
-        "Spark job(s), each exactly-once",
+        "; ".join(
+            [
+                f"every workload runs mode enabled: {len(sources)} source(s) and {len(jobs)} "
+                "Spark job(s), each exactly-once",
+                *held,
+            ]
+        ),
     )
