@@ -11,9 +11,10 @@ import pytest
 from onceflow.api import ExactlyOnceMode
 from onceflow.api.pipeline import WorkloadState
 from onceflow.logic.fence_backoff import FenceFailures
-from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
 from onceflow.logic.protocol import (
     BackOff,
+    ChangeOffsets,
     Fence,
     Keep,
     Observed,
@@ -26,7 +27,7 @@ from onceflow.logic.protocol import (
     ids_to_fence,
     next_step,
 )
-from onceflow.model.tasks import DesiredGeneration
+from onceflow.model.tasks import DesiredGeneration, OffsetsRequest
 
 D, P, E = ExactlyOnceMode.DISABLED, ExactlyOnceMode.PREPARING, ExactlyOnceMode.ENABLED
 
@@ -410,3 +411,53 @@ def test_a_stuck_task_of_a_stopped_transactional_source_is_fenced_not_waited_for
     walk(world, in_state(d, STOPPED), crash_at=None)
     assert world.record is not None and world.record.stopped
     assert all(w.fenced for w in world.workers)
+
+
+# -- offsets changes: refused unless stopping, applied once stopped, once per id -------
+
+
+def with_change(d: DesiredGeneration, change_id: str = "c1") -> DesiredGeneration:
+    return replace(d, offsets_change=OffsetsRequest(change_id, False, (({"stream": "s0"}, None),)))
+
+
+def test_an_offsets_change_asked_of_a_running_source_is_refused_for_good() -> None:
+    record = settled(desired(2, E))
+    step = next_step(record, with_change(desired(2, E)), Observed(), FenceFailures(), 0)
+    assert isinstance(step, RecordIntent)
+    outcome = step.record.offsets_change
+    assert outcome is not None and (outcome.id, outcome.applied) == ("c1", False)
+    assert "only while the source is stopped" in outcome.message
+    after = next_step(step.record, with_change(desired(2, E)), Observed(), FenceFailures(), 0)
+    assert after == Start(1, (0, 1)), "refused once; the source goes on as it was"
+
+
+@pytest.mark.parametrize("crash_at", [None, 0, 1, 2, 3])
+def test_an_offsets_change_is_applied_once_the_stop_is_fenced_and_never_twice(
+    crash_at: int | None,
+) -> None:
+    d = desired(2, E)
+    world = World(record=settled(d), workers=_running(d, 1))
+    wanted = with_change(in_state(d, STOPPED))
+    applied: list[str] = []
+    for count in range(40):
+        step = next_step(world.record, wanted, world.observed(), world.failures, 100.0)
+        if isinstance(step, Keep):
+            break
+        if isinstance(step, ChangeOffsets):
+            assert world.record is not None and world.record.stopped
+            assert not world.could_still_commit(0), "offsets written while a task could commit"
+            applied.append(step.request.id)
+            if count == crash_at:
+                continue  # written, but the outcome never recorded: written again
+            world.record = step.record.with_offsets_change(OffsetsOutcome("c1", True))
+            continue
+        world.execute(step, wanted, crash_inside_fence=count == crash_at)
+        if isinstance(step, (WaitGone, BackOff, Stop)):
+            world.tick()
+    assert world.record is not None and world.record.offsets_change is not None
+    assert world.record.offsets_change.applied
+    assert applied == ["c1"] * len(applied) and 1 <= len(applied) <= 2
+    resumed = next_step(world.record, with_change(d), Observed(), FenceFailures(), 0)
+    assert isinstance(resumed, RecordIntent) and resumed.record.state is RUNNING, (
+        "the same id is not refused (nor applied again) once the source runs"
+    )

@@ -183,6 +183,11 @@ class SourceTask(ABC):
         return None
 
 
+class OffsetRefusedError(ValueError):
+    """An offset a user asked to set that the connector cannot resume from; the message
+    names what is wrong and what would do."""
+
+
 class SourceConnector(ABC):
     """Plans tasks for one connector instance and declares its exactly-once abilities."""
 
@@ -238,6 +243,20 @@ class SourceConnector(ABC):
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
         """True when tasks may drive the ``TransactionContext``."""
         return False
+
+    def alter_offset(
+        self, config: Mapping[str, Any], partition: SourcePartition, offset: SourceOffset
+    ) -> SourceOffset:
+        """The offset to store when a user sets ``partition`` to ``offset`` (KIP-875's
+        alterOffsets), given in the shape ``onceflow offsets list`` prints: checked, and
+        completed where the connector stores more than a user can know. Raises
+        ``OffsetRefusedError`` saying why not. Pure (no I/O): the operator calls it in
+        its pass. Default: refused, since only the connector knows what its offsets
+        mean; forgetting them (a reset, or a null offset) needs no connector."""
+        raise OffsetRefusedError(
+            "this connector does not say how its offsets may be set; forgetting them "
+            "(reset: true, or offset: null) works: the partition starts over"
+        )
 
     def kafka_reads(self, config: Mapping[str, Any]) -> list[KafkaRead]:
         """The Kafka topics the tasks read with this ``config``, as a pure function of

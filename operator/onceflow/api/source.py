@@ -162,6 +162,78 @@ def _nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
+class OffsetEntry(ApiModel):
+    """One source partition's offset, in the connector's own shape: ``onceflow offsets
+    list`` prints them so, ready to edit."""
+
+    partition: dict[str, Any] = Field(
+        min_length=1, max_length=20, description="The source partition (e.g. {stream: s0})."
+    )
+    offset: dict[str, Any] | None = Field(
+        default=None,
+        max_length=20,
+        description="Where the partition resumes (e.g. {seq: 100}); null forgets its offset, "
+        "so it starts from its beginning.",
+    )
+
+
+class OffsetsChange(ApiModel):
+    """A one-time change of the source's offsets (Kafka Connect's KIP-875), applied only
+    while the source is stopped."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.reset || size(self.offsets) > 0",
+                    "message": "say what to change: reset: true, offsets, or both",
+                }
+            ]
+        }
+    )
+
+    id: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="Names this change: it is applied once per id (Argo CD applying the "
+        "same manifest again repeats nothing), and status.offsetsChange says what became "
+        "of it. A new id while the source is not stopped is refused, never kept for later.",
+    )
+    reset: bool = Field(
+        default=False,
+        description="Forget every offset of the source first: it starts from the beginning "
+        "of every partition (before `offsets` are written).",
+    )
+    offsets: list[OffsetEntry] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Offsets to set, per source partition; checked by the connector.",
+    )
+
+    @model_validator(mode="after")
+    def _says_something(self) -> Self:
+        if not self.reset and not self.offsets:
+            raise ValueError(
+                "spec.offsetsChange: say what to change: reset: true, offsets, or both"
+            )
+        return self
+
+
+class OffsetsChangeResult(StrEnum):
+    APPLIED = "Applied"
+    REFUSED = "Refused"
+
+
+class OffsetsChangeStatus(ApiModel):
+    """What became of the last spec.offsetsChange."""
+
+    id: str = Field(description="The change's id.")
+    result: OffsetsChangeResult = Field(description="Applied or Refused.")
+    message: str = Field(default="", description="What was written, or why not.")
+    partitions: int = Field(default=0, ge=0, description="Partitions written (reset ones too).")
+
+
 class KafkaSourceSpec(ApiModel):
     """Desired state of a source."""
 
@@ -231,6 +303,11 @@ class KafkaSourceSpec(ApiModel):
         "transaction boundary). stopped: no task runs, every transactional id of the "
         "generation is fenced and the offsets stay as they are: the state in which "
         "offsets may be changed. The Pipeline's spec.state wins when it says more.",
+    )
+    offsets_change: OffsetsChange | None = Field(
+        default=None,
+        description="Change the source's offsets once, while it is stopped (see "
+        "OffsetsChange); `onceflow offsets alter|reset` writes this field.",
     )
     image: str | None = Field(
         default=None, description="Task image; default: the operator's own image."
@@ -378,6 +455,9 @@ class KafkaSourceStatus(FencingStatus):
         default=None,
         description="Stopped, and the generation's transactional ids fenced since (or its "
         "non-transactional tasks confirmed gone): nothing of it can write any more.",
+    )
+    offsets_change: OffsetsChangeStatus | None = Field(
+        default=None, description="What became of the last spec.offsetsChange."
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")

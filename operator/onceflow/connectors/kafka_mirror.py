@@ -39,7 +39,10 @@ from onceflow.api.connector import (
     ConfigProblem,
     ConnectorError,
     KafkaRead,
+    OffsetRefusedError,
     SourceConnector,
+    SourceOffset,
+    SourcePartition,
     SourceRecord,
     SourceTask,
     TaskContext,
@@ -185,17 +188,20 @@ class KafkaMirrorTask(SourceTask):
 
     def _start_offset(self, topic: str, partition: int) -> int:
         """The stored next offset; for a partition never mirrored, its beginning or the
-        first record at ``startingTimestampMs``: a fixed point, so a task that restarts
+        first record at ``startingTimestampMs``, and for one set to a time (``offsets
+        alter``), the first record at that time: fixed points, so a task that restarts
         before its first commit starts at the same record (a "latest" end would move)."""
         stored = self.context.offsets.offset(self._partition_key(topic, partition))
-        if stored is not None:
+        if stored is not None and "offset" in stored:
             return int(stored["offset"])
-        if self.starting_ms is None:
+        at = int(stored["timestamp"]) if stored is not None else self.starting_ms
+        if at is None:
             return int(OFFSET_BEGINNING)
-        where = f"config.startingTimestampMs: finding it in {topic}/{partition}"
+        setting = "the offset set as a timestamp" if stored else "config.startingTimestampMs"
+        where = f"{setting}: finding it in {topic}/{partition}"
         try:
             (found,) = self.consumer.offsets_for_times(
-                [TopicPartition(topic, partition, self.starting_ms)], timeout=METADATA_TIMEOUT_S
+                [TopicPartition(topic, partition, at)], timeout=METADATA_TIMEOUT_S
             )
             if found.error is not None:
                 raise ConnectorError(f"{where} failed ({found.error})")
@@ -336,6 +342,31 @@ class KafkaMirrorConnector(SourceConnector):
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         return True
+
+    def alter_offset(
+        self, config: Mapping[str, Any], partition: SourcePartition, offset: SourceOffset
+    ) -> SourceOffset:
+        """``{offset: n}``: the next source offset to copy; ``{timestamp: ms}``: the first
+        record at or after that time, found when the task starts (until its first
+        commit stores the offset it found)."""
+        topics = config.get("topics") or []
+        if (
+            set(partition) != {"cluster", "topic", "partition"}
+            or partition["topic"] not in topics
+            or not is_int(partition["partition"], 0)
+        ):
+            raise OffsetRefusedError(
+                f"partition {dict(partition)}: a partition is {{cluster, topic, partition}} "
+                "as `onceflow offsets list` prints it, of one of config.topics"
+            )
+        if len(offset) == 1 and next(iter(offset)) in ("offset", "timestamp"):
+            (name, value), *_ = offset.items()
+            if is_int(value, 0):
+                return {name: int(value)}
+        raise OffsetRefusedError(
+            f"offset {dict(offset)}: either {{offset: n}}, the next source offset to copy, "
+            "or {timestamp: ms}, the first record at or after that time (n, ms >= 0)"
+        )
 
     def kafka_reads(self, config: Mapping[str, Any]) -> list[KafkaRead]:
         """Each of ``topics`` on ``bootstrapServers``: mirrored into the pipeline's own

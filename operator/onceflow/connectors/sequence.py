@@ -14,7 +14,10 @@ from typing import Any
 
 from onceflow.api.connector import (
     ConfigProblem,
+    OffsetRefusedError,
     SourceConnector,
+    SourceOffset,
+    SourcePartition,
     SourceRecord,
     SourceTask,
     TaskContext,
@@ -141,6 +144,24 @@ class SequenceConnector(SourceConnector):
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         return True
+
+    def alter_offset(
+        self, config: Mapping[str, Any], partition: SourcePartition, offset: SourceOffset
+    ) -> SourceOffset:
+        """``{seq: n}``: the stream resumes at n + 1 (0 replays it from 1)."""
+        streams = {**DEFAULTS, **config}["streams"]
+        names = {stream_name(i) for i in range(streams)}
+        if set(partition) != {"stream"} or partition["stream"] not in names:
+            raise OffsetRefusedError(
+                f"partition {dict(partition)}: a partition is {{stream: s<i>}}, i below "
+                f"streams ({streams})"
+            )
+        if set(offset) != {"seq"} or not is_int(offset["seq"], 0):
+            raise OffsetRefusedError(
+                f"offset {dict(offset)}: an offset is {{seq: n}}, the last number taken "
+                "(n >= 0; 0 starts the stream over)"
+            )
+        return {"seq": int(offset["seq"])}
 
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
         return False

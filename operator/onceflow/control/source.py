@@ -39,6 +39,7 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
+from onceflow.eos.offset_changes import apply_offsets_change
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
@@ -47,6 +48,7 @@ from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.pod_health import pods_problem
 from onceflow.logic.protocol import (
     BackOff,
+    ChangeOffsets,
     Fence,
     Keep,
     Observed,
@@ -307,6 +309,18 @@ class SourceReconciler:
             raise RetryLaterError(step.reason, step.delay_s)
         if isinstance(step, Fence):
             return self._fence(obj, pipeline, desired, step)
+        if isinstance(step, ChangeOffsets):
+            outcome = apply_offsets_change(
+                step,
+                self.connectors(source.spec.connector.type),
+                source.spec.connector.config,
+                bootstrap=desired.bootstrap_servers,
+                namespace=namespace,
+                source=source.metadata.name,
+                prefix=pipeline.transactional_id_prefix,
+                extra=self._kafka_config(pipeline),
+            )
+            return self._record_offsets_change(obj, step.record.with_offsets_change(outcome))
         assert isinstance(step, Start) and record is not None
         self._create_generation(source, pipeline, desired, record, step.tasks)
         self.kube.event(
@@ -413,6 +427,8 @@ class SourceReconciler:
         the new generation number."""
         if old is not None and old.generation == record.generation and old.state != record.state:
             return self._record_state(obj, record)
+        if old is not None and old.offsets_change != record.offsets_change:
+            return self._record_offsets_change(obj, record)
         was = (
             f"was {len(old.ids)} in {old.mode}"
             if old is not None and old.generation != record.generation
@@ -453,6 +469,18 @@ class SourceReconciler:
             ),
         )
         self.kube.event(obj, reason, message)
+        return obj
+
+    def _record_offsets_change(self, obj: Obj, record: GenerationRecord) -> Obj:
+        """What became of an offsets change, in status and as an event; the conditions
+        are the next outcome's to write."""
+        outcome = record.offsets_change
+        assert outcome is not None
+        obj = self._write(obj, status_with_record(self._status(obj), record))
+        reason = "OffsetsChanged" if outcome.applied else "OffsetsChangeRefused"
+        self.kube.event(
+            obj, reason, f"{outcome.id}: {outcome.message}", warning=not outcome.applied
+        )
         return obj
 
     def _wait(self, obj: Obj, reason: str, message: str) -> None:

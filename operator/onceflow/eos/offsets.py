@@ -52,6 +52,12 @@ def offset_key(owner: str, partition: SourcePartition) -> bytes:
     return _canonical([owner, dict(partition)])
 
 
+def stored_partition(key: bytes) -> SourcePartition:
+    """The partition a ``StoredOffsets`` key names."""
+    partition: SourcePartition = json.loads(key)
+    return partition
+
+
 # Distinct partitions remembered by ``OffsetKeys``: a task reading more at once (a files
 # connector over a large directory) still gets right keys, only computed again.
 OFFSET_KEYS_REMEMBERED = 4096

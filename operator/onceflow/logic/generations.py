@@ -22,6 +22,35 @@ LegacyIds = Callable[[int], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
+class OffsetsOutcome:
+    """What became of an offsets change (its id is never applied twice)."""
+
+    id: str
+    applied: bool
+    message: str = ""
+    partitions: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "result": "Applied" if self.applied else "Refused",
+            "message": self.message,
+            "partitions": self.partitions,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> OffsetsOutcome | None:
+        if not data:
+            return None
+        return cls(
+            str(data["id"]),
+            data.get("result") == "Applied",
+            str(data.get("message") or ""),
+            int(data.get("partitions") or 0),
+        )
+
+
+@dataclass(frozen=True)
 class GenerationRecord:
     generation: int
     fenced_generation: int
@@ -45,6 +74,8 @@ class GenerationRecord:
     stop_fenced: bool = False
     """Stopped, and since then every id of the generation fenced (or its
     non-transactional tasks confirmed gone)."""
+    offsets_change: OffsetsOutcome | None = None
+    """The last offsets change handled, applied or refused."""
 
     @property
     def fencing_pending(self) -> bool:
@@ -114,6 +145,9 @@ class GenerationRecord:
     def with_stop_fenced(self) -> GenerationRecord:
         return replace(self, stop_fenced=True)
 
+    def with_offsets_change(self, outcome: OffsetsOutcome) -> GenerationRecord:
+        return replace(self, offsets_change=outcome)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "generation": self.generation,
@@ -129,6 +163,7 @@ class GenerationRecord:
             "previousOffsetsTopic": self.previous_offsets_topic,
             "state": self.state.value,
             "stopFenced": self.stop_fenced,
+            "offsetsChange": self.offsets_change.to_json() if self.offsets_change else None,
         }
 
     @classmethod
@@ -160,4 +195,5 @@ class GenerationRecord:
             previous_offsets_topic=data.get("previousOffsetsTopic"),
             state=WorkloadState(data.get("state") or WorkloadState.RUNNING),
             stop_fenced=bool(data.get("stopFenced")),
+            offsets_change=OffsetsOutcome.from_json(data.get("offsetsChange")),
         )

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from onceflow.api.pipeline import WorkloadState
 from onceflow.logic.fence_backoff import FenceFailures
-from onceflow.logic.generations import GenerationRecord
-from onceflow.model.tasks import DesiredGeneration
+from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
+from onceflow.model.tasks import DesiredGeneration, OffsetsRequest
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,17 @@ class Start:
     tasks: tuple[int, ...]
 
 
-Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start
+@dataclass(frozen=True)
+class ChangeOffsets:
+    """Have the connector check ``request``, write it to the offsets topic in one
+    transaction, then persist ``record`` with the outcome (applied, or refused by the
+    connector). Only ever asked of a stopped source."""
+
+    request: OffsetsRequest
+    record: GenerationRecord
+
+
+Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start | ChangeOffsets
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,8 @@ def next_step(
         return RecordIntent(GenerationRecord.first(desired))
     if (moved := _moved_on(record, desired)) is not None:
         return RecordIntent(moved)
+    if (change := _offsets_change(record, desired)) is not None:
+        return change
     own = [w for w in observed.workers if _belongs(w, record)]
     others = [w for w in observed.workers if not _belongs(w, record)]
     running = tuple(w.name for w in others if not w.stopping)
@@ -180,6 +192,28 @@ def _moved_on(record: GenerationRecord, desired: DesiredGeneration) -> Generatio
         return record.with_new_generation(desired)
     if record.state is not desired.state:
         return record.with_state(desired.state)
+    return None
+
+
+REFUSED_WHILE_NOT_STOPPED = (
+    "offsets change only while the source is stopped (KIP-875): this change was asked of "
+    "a source in state {state} and is never applied; set spec.state: stopped, then give "
+    "the change a new id"
+)
+
+
+def _offsets_change(record: GenerationRecord, desired: DesiredGeneration) -> Step | None:
+    """A change of offsets not handled yet: refused at once unless the spec stops the
+    source (kept for later, it would fire at some unrelated stop), applied once the
+    record proves the source stopped, and meanwhile left to the stop's own steps."""
+    request = desired.offsets_change
+    if request is None or (record.offsets_change and record.offsets_change.id == request.id):
+        return None
+    if desired.state is not WorkloadState.STOPPED:
+        why = REFUSED_WHILE_NOT_STOPPED.format(state=desired.state)
+        return RecordIntent(record.with_offsets_change(OffsetsOutcome(request.id, False, why)))
+    if record.stopped:
+        return ChangeOffsets(request, record)
     return None
 
 

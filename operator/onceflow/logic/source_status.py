@@ -10,7 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onceflow.api.pipeline import WorkloadState
-from onceflow.api.source import KafkaSourceStatus, RetentionStatus, TaskStatus
+from onceflow.api.source import (
+    KafkaSourceStatus,
+    OffsetsChangeStatus,
+    RetentionStatus,
+    TaskStatus,
+)
 from onceflow.logic.generations import GenerationRecord, LegacyIds
 from onceflow.logic.protocol import Worker
 from onceflow.model.objects import (
@@ -58,6 +63,11 @@ def status_with_record(status: KafkaSourceStatus, record: GenerationRecord) -> K
             "previous_offsets_topic": record.previous_offsets_topic,
             "state": record.state,
             "stop_fenced": record.stop_fenced,
+            "offsets_change": (
+                OffsetsChangeStatus.model_validate(record.offsets_change.to_json())
+                if record.offsets_change
+                else None
+            ),
         }
     )
 

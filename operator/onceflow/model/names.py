@@ -15,6 +15,7 @@ from onceflow.api.source import KafkaSource
 
 SOURCE_TASK = "source"
 SINK_PARTITION = "sink"
+OFFSETS_CHANGE = "offsets"
 
 
 def producer_id_stem(prefix: str, kind: str, name: str) -> str:
@@ -35,6 +36,12 @@ def task_transactional_id(prefix: str, source: str, task_id: int) -> str:
 
 def task_transactional_ids(prefix: str, source: str, task_count: int) -> tuple[str, ...]:
     return tuple(task_transactional_id(prefix, source, i) for i in range(task_count))
+
+
+def offsets_change_transactional_id(prefix: str, source: str) -> str:
+    """The one producer that writes a stopped source's offsets changes: its own id, so
+    a change is one transaction, and a crashed attempt's is aborted by the next."""
+    return producer_id(prefix, OFFSETS_CHANGE, source, 0)
 
 
 def legacy_task_transactional_ids(prefix: str, source: str, task_count: int) -> tuple[str, ...]:

@@ -28,6 +28,16 @@ def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -
 
 
 @dataclass(frozen=True)
+class OffsetsRequest:
+    """spec.offsetsChange as the generation protocol sees it."""
+
+    id: str
+    reset: bool
+    entries: tuple[tuple[Mapping[str, Any], Mapping[str, Any] | None], ...]
+    """(source partition, offset or None to forget it), in the connector's shapes."""
+
+
+@dataclass(frozen=True)
 class DesiredGeneration:
     """What the spec asks a generation to be, as the generation protocol sees it."""
 
@@ -39,6 +49,7 @@ class DesiredGeneration:
     state: WorkloadState = WorkloadState.RUNNING
     """Not part of the fingerprint: pausing, stopping and resuming keep the generation
     (and its transactional ids and offsets)."""
+    offsets_change: OffsetsRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -97,8 +108,22 @@ class DesiredTasks:
 
     @property
     def generation(self) -> DesiredGeneration:
+        change = self.source.spec.offsets_change
+        request = (
+            None
+            if change is None
+            else OffsetsRequest(
+                change.id, change.reset, tuple((e.partition, e.offset) for e in change.offsets)
+            )
+        )
         return DesiredGeneration(
-            self.task_count, self.mode, self.fingerprint, self.ids, self.offsets_topic, self.state
+            self.task_count,
+            self.mode,
+            self.fingerprint,
+            self.ids,
+            self.offsets_topic,
+            self.state,
+            request,
         )
 
     def settings(

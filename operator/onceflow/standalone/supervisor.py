@@ -31,11 +31,13 @@ from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.eos.offset_changes import apply_offsets_change
 from onceflow.eos.offsets import carry_offsets
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.protocol import (
     BackOff,
+    ChangeOffsets,
     Fence,
     Keep,
     Observed,
@@ -271,6 +273,8 @@ class SourceSupervisor:
             store_record(self.state_file, step.record)
             if record is not None and record.state is not step.record.state:
                 self.say(f"{self.name}: {STATE_CHANGES[step.record.state][1]}")
+            elif record is not None and record.offsets_change != step.record.offsets_change:
+                self._say_offsets_change(step.record)
             elif record is not None and record.generation != step.record.generation:
                 self.say(
                     f"{self.name}: generation {step.record.generation} planned "
@@ -281,6 +285,8 @@ class SourceSupervisor:
             self.stop_tasks()  # every worker of ours is named in a Stop, or none
         elif isinstance(step, Fence):
             return self._fence(step)
+        elif isinstance(step, ChangeOffsets):
+            self._change_offsets(step)
         elif isinstance(step, Start):
             assert record is not None
             self._start(record, step.tasks)
@@ -308,6 +314,27 @@ class SourceSupervisor:
             self.say(f"{self.name}: carried {copied} offset(s) from {old} to {new}")
         store_record(self.state_file, step.then)
         return True
+
+    def _change_offsets(self, step: ChangeOffsets) -> None:
+        source = self.desired.source
+        outcome = apply_offsets_change(
+            step,
+            load_connector(source.spec.connector.type),
+            source.spec.connector.config,
+            bootstrap=self.desired.bootstrap_servers,
+            namespace=source.metadata.namespace,
+            source=self.name,
+            prefix=self.desired.pipeline.transactional_id_prefix,
+        )
+        record = step.record.with_offsets_change(outcome)
+        store_record(self.state_file, record)
+        self._say_offsets_change(record)
+
+    def _say_offsets_change(self, record: GenerationRecord) -> None:
+        outcome = record.offsets_change
+        assert outcome is not None
+        verdict = "applied" if outcome.applied else "refused"
+        self.say(f"{self.name}: offsets change {outcome.id} {verdict}: {outcome.message}")
 
     def _start(self, record: GenerationRecord, task_ids: Sequence[int]) -> None:
         authority = FileAuthority(path=str(self.state_file.resolve()))

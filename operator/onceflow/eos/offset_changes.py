@@ -1,0 +1,108 @@
+"""Changing a stopped source's offsets (KIP-875's alter and reset), in one transaction.
+
+Run only once nothing of the source can write (its generation fenced or gone): the
+change is then the offsets topic's last word for the source. Transactional, with an id
+of its own under the pipeline's prefix, so a change is visible whole or not at all, and
+a crash in the middle leaves an open transaction that the next attempt (same id)
+aborts before writing the change again. Writing it again is harmless: a reset forgets
+what is stored (the earlier attempt's values included), then the values are written.
+
+A forgotten partition is a tombstone under the key's current and legacy owners both:
+an entry under the legacy owner alone would otherwise show again once the current one
+is gone (``read_offsets`` prefers the current owner, and falls back to the legacy one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from onceflow.api.connector import SourceConnector, SourceOffset, SourcePartition
+from onceflow.eos.offsets import (
+    ensure_offsets_topic,
+    offset_key,
+    offset_value,
+    read_offsets,
+    stored_partition,
+)
+from onceflow.eos.writer import TransactionalWriter
+from onceflow.logic.generations import OffsetsOutcome
+from onceflow.logic.offsets_change import applied, checked_entries
+from onceflow.logic.protocol import ChangeOffsets
+from onceflow.model.names import offsets_change_transactional_id
+
+OffsetEntries = Sequence[tuple[SourcePartition, SourceOffset | None]]
+
+
+def change_offsets(
+    bootstrap: str,
+    topic: str,
+    owner: str,
+    *,
+    legacy_owner: str,
+    transactional_id: str,
+    reset: bool,
+    entries: OffsetEntries,
+    extra: Mapping[str, str] | None = None,
+) -> int:
+    """Forgets every stored offset of ``owner`` when ``reset``, then writes ``entries``
+    (None: forget that partition); returns how many partitions were written."""
+    ensure_offsets_topic(bootstrap, topic, extra)
+    writes: dict[bytes, tuple[SourcePartition, SourceOffset | None]] = {}
+    if reset:
+        stored = read_offsets(bootstrap, topic, owner, legacy_owner=legacy_owner, extra=extra)
+        for key in stored.by_partition:
+            partition = stored_partition(key)
+            writes[offset_key(owner, partition)] = (partition, None)
+    for partition, offset in entries:
+        writes[offset_key(owner, partition)] = (partition, offset)
+    writer = TransactionalWriter(bootstrap, transactional_id, extra=dict(extra or {}))
+    try:
+        writer.initialize(topic=topic)
+        writer.begin()
+        for partition, offset in writes.values():
+            value = None if offset is None else offset_value(offset)
+            writer.send(topic, offset_key(owner, partition), value)
+            if offset is None:
+                writer.send(topic, offset_key(legacy_owner, partition), None)
+        writer.commit()
+    finally:
+        writer.close()
+    return len(writes)
+
+
+def apply_offsets_change(
+    step: ChangeOffsets,
+    connector: SourceConnector,
+    config: Mapping[str, Any],
+    *,
+    bootstrap: str,
+    namespace: str,
+    source: str,
+    prefix: str,
+    extra: Mapping[str, str] | None = None,
+) -> OffsetsOutcome:
+    """The protocol's ChangeOffsets step, for the operator and ``onceflow run`` alike:
+    checked by the connector, then written; the outcome is for the caller to record."""
+    checked = checked_entries(connector, config, step.request)
+    if isinstance(checked, OffsetsOutcome):
+        return checked
+    written = change_offsets(
+        bootstrap,
+        step.record.offsets_topic,
+        f"{namespace}/{source}",
+        legacy_owner=source,
+        transactional_id=offsets_change_transactional_id(prefix, source),
+        reset=step.request.reset,
+        entries=checked,
+        extra=extra,
+    )
+    return applied(step.request, written)
+
+
+def listed(stored: Mapping[bytes, SourceOffset]) -> list[dict[str, Any]]:
+    """Stored offsets as ``spec.offsetsChange.offsets`` takes them, sorted by partition."""
+    return [
+        {"partition": stored_partition(key), "offset": dict(offset)}
+        for key, offset in sorted(stored.items())
+    ]

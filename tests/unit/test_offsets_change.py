@@ -1,0 +1,91 @@
+"""Offsets a user asks to set, as each connector checks them (KIP-875's alterOffsets):
+the shapes `onceflow offsets list` prints are taken, anything else is refused with the
+entry's index and the shape that would do, and one refusal refuses the whole change."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from onceflow.api.connector import OffsetRefusedError, SourceConnector
+from onceflow.connectors.kafka_mirror import KafkaMirrorConnector
+from onceflow.connectors.sequence import SequenceConnector
+from onceflow.logic.generations import OffsetsOutcome
+from onceflow.logic.offsets_change import applied, checked_entries
+from onceflow.model.tasks import OffsetsRequest
+
+MIRROR = {"bootstrapServers": "127.0.0.1:9", "topics": ["orders"]}
+AT = {"cluster": "c1", "topic": "orders", "partition": 0}
+
+
+@pytest.mark.parametrize(
+    ("connector", "config", "partition", "offset", "stored"),
+    [
+        (SequenceConnector(), {"streams": 3}, {"stream": "s2"}, {"seq": 100}, {"seq": 100}),
+        (SequenceConnector(), {"streams": 3}, {"stream": "s0"}, {"seq": 0}, {"seq": 0}),
+        (KafkaMirrorConnector(), MIRROR, AT, {"offset": 7}, {"offset": 7}),
+        (KafkaMirrorConnector(), MIRROR, AT, {"timestamp": 1700000000000},
+         {"timestamp": 1700000000000}),
+    ],
+)  # fmt: skip
+def test_offsets_in_the_listed_shape_are_taken(
+    connector: SourceConnector,
+    config: dict[str, Any],
+    partition: dict[str, Any],
+    offset: dict[str, Any],
+    stored: dict[str, Any],
+) -> None:
+    assert connector.alter_offset(config, partition, offset) == stored
+
+
+@pytest.mark.parametrize(
+    ("connector", "config", "partition", "offset", "says"),
+    [
+        (SequenceConnector(), {"streams": 3}, {"stream": "s3"}, {"seq": 1}, "below streams"),
+        (SequenceConnector(), {"streams": 3}, {"stream": "s0"}, {"seq": -1}, "n >= 0"),
+        (SequenceConnector(), {"streams": 3}, {"stream": "s0"}, {"position": 1}, "{seq: n}"),
+        (KafkaMirrorConnector(), MIRROR, {**AT, "topic": "other"}, {"offset": 1}, "config.topics"),
+        (KafkaMirrorConnector(), MIRROR, AT, {"offset": 1, "timestamp": 2}, "either"),
+        (KafkaMirrorConnector(), MIRROR, AT, {"offset": "1"}, "either"),
+    ],
+)
+def test_anything_else_is_refused_with_the_shape_that_would_do(
+    connector: SourceConnector,
+    config: dict[str, Any],
+    partition: dict[str, Any],
+    offset: dict[str, Any],
+    says: str,
+) -> None:
+    with pytest.raises(OffsetRefusedError, match=re.escape(says)):
+        connector.alter_offset(config, partition, offset)
+
+
+def test_one_refused_entry_refuses_the_change_and_names_its_index() -> None:
+    request = OffsetsRequest(
+        "c1",
+        False,
+        (({"stream": "s0"}, {"seq": 5}), ({"stream": "s1"}, None), ({"stream": "s9"}, {"seq": 1})),
+    )
+    outcome = checked_entries(SequenceConnector(), {"streams": 3}, request)
+    assert isinstance(outcome, OffsetsOutcome) and not outcome.applied
+    assert outcome.message.startswith("spec.offsetsChange.offsets[2]: partition {'stream': 's9'}")
+    assert outcome.message.endswith("nothing was written")
+
+
+def test_forgetting_needs_no_connector_and_every_entry_is_kept_in_order() -> None:
+    request = OffsetsRequest("c1", True, (({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3})))
+    entries = checked_entries(SequenceConnector(), {"streams": 2}, request)
+    assert entries == [({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3})]
+    assert "every stored offset forgotten" in applied(request, 2).message
+
+
+def test_a_connector_that_says_nothing_refuses_to_set_offsets_but_forgets_them() -> None:
+    class Silent(SequenceConnector):
+        alter_offset = SourceConnector.alter_offset
+
+    refused = checked_entries(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, {"o": 1}),)))
+    assert isinstance(refused, OffsetsOutcome) and "forgetting them" in refused.message
+    forgotten = checked_entries(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, None),)))
+    assert forgotten == [({"k": 1}, None)]
