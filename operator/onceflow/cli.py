@@ -21,6 +21,7 @@ from typing import Any
 from onceflow.api import InvalidResourceError
 from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
+from onceflow.cli_offsets import add_offsets_command
 from onceflow.cli_transactions import add_transactions_command, kafka_config_problem
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
@@ -347,6 +348,7 @@ def _add_user_commands(commands: Any) -> None:
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=_cmd_audit)
     add_transactions_command(commands)
+    add_offsets_command(commands)
 
     completion = commands.add_parser(
         "completion",

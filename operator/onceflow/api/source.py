@@ -234,6 +234,21 @@ class OffsetsChangeStatus(ApiModel):
     partitions: int = Field(default=0, ge=0, description="Partitions written (reset ones too).")
 
 
+LISTED_OFFSETS = 100
+"""Partitions a status lists: a files source over a large directory has thousands."""
+
+
+class StoppedOffsets(ApiModel):
+    """The source's offsets as they are while it is stopped (read after the stop was
+    fenced, and again after each change): what ``onceflow offsets list`` shows, in the
+    shape spec.offsetsChange takes."""
+
+    count: int = Field(ge=0, description="Partitions with an offset.")
+    partitions: list[OffsetEntry] = Field(
+        default_factory=list, description=f"The first {LISTED_OFFSETS} of them, by partition."
+    )
+
+
 class KafkaSourceSpec(ApiModel):
     """Desired state of a source."""
 
@@ -458,6 +473,10 @@ class KafkaSourceStatus(FencingStatus):
     )
     offsets_change: OffsetsChangeStatus | None = Field(
         default=None, description="What became of the last spec.offsetsChange."
+    )
+    offsets: StoppedOffsets | None = Field(
+        default=None,
+        description="The offsets while stopped (none while running or paused: they move).",
     )
     ready_tasks: int = Field(default=0, ge=0, description="Tasks whose pods are running.")
     tasks: list[TaskStatus] = Field(default_factory=list, description="Tasks of the generation.")

@@ -21,7 +21,12 @@ from pydantic import ValidationError
 from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.connector import Retention
 from onceflow.api.pipeline import WorkloadState
-from onceflow.api.source import KafkaSourceStatus, RetentionStatus
+from onceflow.api.source import (
+    LISTED_OFFSETS,
+    KafkaSourceStatus,
+    RetentionStatus,
+    StoppedOffsets,
+)
 from onceflow.api.task import KubernetesAuthority
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
@@ -39,8 +44,8 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.eos.offset_changes import apply_offsets_change
-from onceflow.eos.offsets import carry_offsets
+from onceflow.eos.offset_changes import apply_offsets_change, listed
+from onceflow.eos.offsets import carry_offsets, read_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
@@ -320,7 +325,9 @@ class SourceReconciler:
                 prefix=pipeline.transactional_id_prefix,
                 extra=self._kafka_config(pipeline),
             )
-            return self._record_offsets_change(obj, step.record.with_offsets_change(outcome))
+            record = step.record.with_offsets_change(outcome)
+            offsets = self._stopped_offsets(obj, desired, record) if outcome.applied else None
+            return self._record_offsets_change(obj, record, offsets)
         assert isinstance(step, Start) and record is not None
         self._create_generation(source, pipeline, desired, record, step.tasks)
         self.kube.event(
@@ -458,11 +465,14 @@ class SourceReconciler:
         on, the generation's tasks pause or end by it, whatever the operator does next."""
         reason, message = STATE_CHANGES[record.state]
         message = f"generation {record.generation}: {message}"
+        status = status_with_record(self._status(obj), record)
+        if record.state is not WorkloadState.STOPPED:
+            status = status.model_copy(update={"offsets": None})  # they move again
         obj = self._write(
             obj,
             self._conditions(
                 obj,
-                status_with_record(self._status(obj), record),
+                status,
                 ready=(False, reason, message),
                 progressing=(True, reason, message),
                 degraded=(False, "Healthy", ""),
@@ -471,12 +481,17 @@ class SourceReconciler:
         self.kube.event(obj, reason, message)
         return obj
 
-    def _record_offsets_change(self, obj: Obj, record: GenerationRecord) -> Obj:
-        """What became of an offsets change, in status and as an event; the conditions
-        are the next outcome's to write."""
+    def _record_offsets_change(
+        self, obj: Obj, record: GenerationRecord, offsets: StoppedOffsets | None = None
+    ) -> Obj:
+        """What became of an offsets change, in status and as an event (with the offsets
+        as they now are, when it was applied); the conditions are the next outcome's."""
         outcome = record.offsets_change
         assert outcome is not None
-        obj = self._write(obj, status_with_record(self._status(obj), record))
+        status = status_with_record(self._status(obj), record)
+        if offsets is not None:
+            status = status.model_copy(update={"offsets": offsets})
+        obj = self._write(obj, status)
         reason = "OffsetsChanged" if outcome.applied else "OffsetsChangeRefused"
         self.kube.event(
             obj, reason, f"{outcome.id}: {outcome.message}", warning=not outcome.applied
@@ -518,7 +533,27 @@ class SourceReconciler:
             )
             self.kube.event(obj, "OffsetsCarried", f"{copied} offset(s) from {old} to {new}")
         fenced = status_with_record(self._status(obj), step.then)
+        if step.then.stopped:
+            offsets = self._stopped_offsets(obj, desired, step.then)
+            fenced = fenced.model_copy(update={"offsets": offsets})
         return self._write(obj, with_fence_failures(fenced, None))
+
+    def _stopped_offsets(
+        self, obj: Obj, desired: DesiredTasks, record: GenerationRecord
+    ) -> StoppedOffsets:
+        """Read once nothing of the source can write, so they stay true until it runs."""
+        name = obj["metadata"]["name"]
+        stored = read_offsets(
+            desired.bootstrap_servers,
+            record.offsets_topic,
+            f"{obj['metadata']['namespace']}/{name}",
+            legacy_owner=name,
+            extra=self._kafka_config(desired.pipeline),
+        )
+        entries = listed(stored.by_partition)
+        return StoppedOffsets.model_validate(
+            {"count": len(entries), "partitions": entries[:LISTED_OFFSETS]}
+        )
 
     def _fence_ids(
         self,

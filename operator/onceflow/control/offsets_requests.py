@@ -1,0 +1,70 @@
+"""``onceflow offsets`` against a cluster: what a stopped source's status lists, and a
+change asked through its spec, which the operator then applies (KIP-875's REST calls,
+made declarative so the same change can come from Git).
+
+Nothing here writes to Kafka: the operator does, once the source's generation is
+fenced. The CLI only refuses early what the operator would refuse anyway (a source
+that is not stopped), so nobody waits for a refusal they could have been told.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from onceflow.api.source import KafkaSourceStatus, OffsetsChange, OffsetsChangeStatus
+
+GROUP, VERSION, PLURAL = "onceflow.io", "v1alpha1", "kafkasources"
+
+
+class OffsetsRequestError(Exception):
+    """What keeps the request from being made, and what to do."""
+
+
+def _status(api: client.ApiClient, namespace: str, name: str) -> KafkaSourceStatus:
+    try:
+        obj = client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            raise OffsetsRequestError(f"no KafkaSource {namespace}/{name}") from None
+        raise
+    return KafkaSourceStatus.model_validate(obj.get("status") or {})
+
+
+def _require_stopped(status: KafkaSourceStatus, namespace: str, name: str) -> None:
+    if status.state is None or status.state.value != "stopped" or not status.stop_fenced:
+        raise OffsetsRequestError(
+            f"KafkaSource {namespace}/{name} is not stopped (state "
+            f"{status.state.value if status.state else 'running'}); offsets are listed and "
+            "changed only while it is: set spec.state: stopped and wait for Ready=Stopped"
+        )
+
+
+def listed_offsets(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    status = _status(api, namespace, name)
+    _require_stopped(status, namespace, name)
+    assert status.offsets is not None, "a stopped source's status lists its offsets"
+    return [entry.to_wire() for entry in status.offsets.partitions]
+
+
+def request_change(
+    api: client.ApiClient, namespace: str, name: str, change: OffsetsChange, wait_s: float
+) -> OffsetsChangeStatus | None:
+    """Writes ``change`` into the source's spec and waits up to ``wait_s`` for the
+    operator's outcome (None: not yet)."""
+    _require_stopped(_status(api, namespace, name), namespace, name)
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, {"spec": {"offsetsChange": change.to_wire()}}
+    )
+    deadline = time.monotonic() + wait_s
+    while True:
+        outcome = _status(api, namespace, name).offsets_change
+        if outcome is not None and outcome.id == change.id:
+            return outcome
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(1.0)
