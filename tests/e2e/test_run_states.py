@@ -5,7 +5,10 @@ and resuming goes on in the same generation. Real broker, audited."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +23,7 @@ from onceflow.logic.audit import audit_sequences
 from tests.e2e.test_standalone_run import _manifests
 from tests.support.kafka import offsets_written
 from tests.support.onceflow_run import start_run
+from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -111,3 +115,89 @@ def _exact(bootstrap: str, topic: str) -> bool:
         return False
     pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
     return audit_sequences(pairs, expect=LIMIT, key_count=6, unparsable=unparsable).ok
+
+
+def _offsets_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "onceflow", "offsets", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_offsets_set_while_stopped_replay_exactly_what_was_asked_and_nothing_else(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Stop, list, set stream s0 back to 100 and forget s1, resume: s0 repeats 101 up to
+    where it had stopped, s1 starts over, every other stream is exact. A change asked
+    of the running source is refused, and changes nothing."""
+    name = f"offs-{uuid.uuid4().hex[:6]}"
+    topic = f"{name}.counts"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    running = _with_state(_manifests(kafka_bootstrap, name, tasks_max=2), "KafkaSource", "running")
+    change = {"id": "replay-s0", "offsets": [
+        {"partition": {"stream": "s0"}, "offset": {"seq": 100}},
+        {"partition": {"stream": "s1"}, "offset": None},
+    ]}  # fmt: skip
+    manifest.write_text(_with_change(running, {"id": "too-early", "reset": True}))
+    run = start_run(manifest, state, log)
+    listing = ("list", "--source", "counter", "-f", str(manifest), "--state-dir", str(state))
+    try:
+        wait_for(lambda: "offsets change too-early refused" in log.read_text(), 30, "refused")
+        wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 1500, 60, "records")
+        stopped = _with_state(running, "KafkaSource", "stopped")
+        manifest.write_text(stopped)
+        wait_for(lambda: "counter: stopped; offsets kept" in log.read_text(), 60, "stopped")
+        listed = _offsets_cli(*listing)
+        assert listed.returncode == 0, listed.stderr
+        at_stop = {
+            e["partition"]["stream"]: e["offset"]["seq"] for e in yaml.safe_load(listed.stdout)
+        }
+        assert sorted(at_stop) == [f"s{i}" for i in range(6)] and at_stop["s0"] > 100, at_stop
+
+        manifest.write_text(_with_change(stopped, change))
+        wait_for(lambda: "offsets change replay-s0 applied" in log.read_text(), 60, "applied")
+        after = {
+            e["partition"]["stream"]: e["offset"]["seq"]
+            for e in yaml.safe_load(_offsets_cli(*listing).stdout)
+        }
+        assert after == {**{k: v for k, v in at_stop.items() if k != "s1"}, "s0": 100}
+
+        manifest.write_text(_with_change(running, change))  # the same id stays: not again
+        wait_for(lambda: offsets_written(kafka_bootstrap, topic) >= 6 * LIMIT, 180, "the end")
+        wait_for(lambda: _reached_all(kafka_bootstrap, topic), 180, "every stream at the end")
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+    assert log.read_text().count("offsets change replay-s0 applied") == 1
+    seqs = _sequences(kafka_bootstrap, topic)
+    assert seqs["s0"] == [*range(1, at_stop["s0"] + 1), *range(101, LIMIT + 1)]
+    assert seqs["s1"] == [*range(1, at_stop["s1"] + 1), *range(1, LIMIT + 1)]
+    for stream in ("s2", "s3", "s4", "s5"):
+        assert seqs[stream] == list(range(1, LIMIT + 1)), stream
+
+
+def _with_change(text: str, change: dict[str, Any]) -> str:
+    documents = list(yaml.safe_load_all(text))
+    for document in documents:
+        if document["kind"] == "KafkaSource":
+            document["spec"]["offsetsChange"] = change
+    return yaml.safe_dump_all(documents)
+
+
+def _sequences(bootstrap: str, topic: str) -> dict[str, list[int]]:
+    pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    assert not unparsable
+    found: dict[str, list[int]] = {}
+    for stream, seq in pairs:
+        found.setdefault(stream, []).append(seq)
+    return found
+
+
+def _reached_all(bootstrap: str, topic: str) -> bool:
+    seqs = _sequences(bootstrap, topic)
+    return len(seqs) == 6 and all(s[-1] == LIMIT for s in seqs.values())

@@ -5,18 +5,25 @@ processes, real broker, audited."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
 
+from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import end_offsets
 from tests.integration.test_operator import _delivered_exactly_once, pipeline, source
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.kafka import offsets_written
 from tests.support.kubelet import LocalKubelet
+from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
@@ -103,3 +110,90 @@ def test_pause_stop_and_resume_keep_every_record_exactly_once(
 
     cluster.patch_spec(SOURCES, "counter", {"state": "running"})
     _delivered_exactly_once(cluster, kafka_bootstrap, topic, limit, 240)
+
+
+def _offsets(kubeconfig: str, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    common = ("--source", "counter", "-n", namespace, "--kubeconfig", kubeconfig)
+    return subprocess.run(
+        [sys.executable, "-m", "onceflow", "offsets", *args, *common],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+
+
+def _sequences(bootstrap: str, topic: str) -> dict[str, list[int]]:
+    pairs, _ = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    found: dict[str, list[int]] = {}
+    for stream, seq in pairs:
+        found.setdefault(stream, []).append(seq)
+    return found
+
+
+def test_offsets_listed_and_altered_through_the_cli_replay_exactly_what_was_asked(
+    operator: tuple[Cluster, OperatorProcess, LocalKubelet],
+    kafka_bootstrap: str,
+    kubeconfig: str,
+    tmp_path: Path,
+) -> None:
+    cluster, _, _ = operator
+    topic, limit = f"so-{uuid.uuid4().hex[:6]}", 3000
+    cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
+    cluster.create(SOURCES, source(2, topic, limit))
+    wait_for(lambda: offsets_written(kafka_bootstrap, topic) > 1500, 120, "the first records")
+
+    # Asked of a running source: the CLI refuses, and so does the operator for good.
+    early = _offsets(kubeconfig, cluster.namespace, "reset", "--id", "early")
+    assert early.returncode == 1 and "is not stopped" in early.stderr, early
+    cluster.patch_spec(SOURCES, "counter", {"offsetsChange": {"id": "sneaky", "reset": True}})
+    wait_for(
+        lambda: (
+            (cluster.status(SOURCES, "counter").get("offsetsChange") or {}).get("id") == "sneaky"
+        ),
+        60,
+        "the refusal",
+    )
+    refused = cluster.status(SOURCES, "counter")["offsetsChange"]
+    assert (
+        refused["result"] == "Refused"
+        and "only while the source is stopped" in (refused["message"])
+    )
+
+    cluster.patch_spec(SOURCES, "counter", {"state": "stopped"})
+    wait_for(lambda: _reason(cluster, SOURCES, "counter") == "Stopped", 90, "Ready: Stopped")
+    listed = _offsets(kubeconfig, cluster.namespace, "list")
+    assert listed.returncode == 0, listed.stderr
+    at_stop = {e["partition"]["stream"]: e["offset"]["seq"] for e in yaml.safe_load(listed.stdout)}
+    assert len(at_stop) == 6 and at_stop["s3"] > 50, at_stop
+    wanted = tmp_path / "offsets.yaml"
+    wanted.write_text(yaml.safe_dump([{"partition": {"stream": "s3"}, "offset": {"seq": 50}}]))
+    altered = _offsets(
+        kubeconfig, cluster.namespace, "alter", "--id", "back-50", "--offsets", str(wanted)
+    )
+    assert altered.returncode == 0 and "back-50: Applied" in altered.stdout, altered
+    relisted = yaml.safe_load(_offsets(kubeconfig, cluster.namespace, "list").stdout)
+    assert {e["partition"]["stream"]: e["offset"]["seq"] for e in relisted} == {
+        **at_stop,
+        "s3": 50,
+    }
+
+    cluster.patch_spec(SOURCES, "counter", {"state": "running"})
+    wait_for(
+        lambda: _all_reached(_sequences(kafka_bootstrap, topic), limit),
+        240,
+        "every stream at the end",
+        interval_s=3,
+    )
+    seqs = _sequences(kafka_bootstrap, topic)
+    assert seqs["s3"] == [*range(1, at_stop["s3"] + 1), *range(51, limit + 1)]
+    for stream in ("s0", "s1", "s2", "s4", "s5"):
+        assert seqs[stream] == list(range(1, limit + 1)), stream
+    events = [e.reason for e in cluster.events("counter")]
+    assert events.count("OffsetsChanged") == 1 and "OffsetsChangeRefused" in events
+
+
+def _all_reached(seqs: dict[str, list[int]], limit: int) -> bool:
+    return len(seqs) == 6 and all(s[-1] == limit for s in seqs.values())
