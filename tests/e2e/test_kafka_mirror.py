@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
+from tests.e2e.test_run_states import _offsets_cli, _with_change, _with_state
 from tests.support.kafka import authenticated_listener, create_topic, new_topic
 from tests.support.onceflow_run import start_run
 from tests.support.tasks import TaskProcess, only_task, plan
@@ -211,3 +213,60 @@ def test_a_stored_offset_the_source_no_longer_has_stops_the_task_naming_it(
     assert restarted.wait(120) != 0
     assert f"reading {source}/0 at its stored offset failed" in restarted.log_path.read_text()
     assert len(_output(kafka_bootstrap, output)) == 10, "nothing after the gap was copied"
+
+
+def test_a_stopped_mirror_set_to_a_timestamp_copies_again_from_the_first_record_at_it(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """KIP-875's alter for the mirror: its listed partition (the source cluster's id,
+    topic, partition) set to {timestamp}, found by the task when it resumes."""
+    source = new_topic(kafka_bootstrap, "mirror-alter", partitions=1)
+    _produce_at(kafka_bootstrap, source, [BASE_TIMESTAMP_MS + n * 1000 for n in range(40)])
+    name = f"malter-{uuid.uuid4().hex[:6]}"
+    documents = [
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name},
+            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "enabled"},
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "KafkaSource",
+            "metadata": {"name": "counter"},
+            "spec": {
+                "pipeline": name,
+                "topic": f"{name}.copy",
+                "connector": {
+                    "type": "kafka",
+                    "config": {"topics": [source], "bootstrapServers": kafka_bootstrap},
+                },
+            },
+        },
+    ]
+    manifest, state = tmp_path / "mirror.yaml", tmp_path / "state"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    log = tmp_path / "run.log"
+    run = start_run(manifest, state, log)
+    try:
+        wait_for(lambda: len(_output(kafka_bootstrap, f"{name}.copy")) >= 40, 120, "the copy")
+        stopped = _with_state(manifest.read_text(), "KafkaSource", "stopped")
+        manifest.write_text(stopped)
+        wait_for(lambda: "counter: stopped; offsets kept" in log.read_text(), 60, "stopped")
+        listed = _offsets_cli(
+            "list", "--source", "counter", "-f", str(manifest), "--state-dir", str(state)
+        )
+        (entry,) = yaml.safe_load(listed.stdout)
+        assert entry["offset"] == {"offset": 40}, entry
+        entry["offset"] = {"timestamp": BASE_TIMESTAMP_MS + 20 * 1000}  # record 21's
+        manifest.write_text(_with_change(stopped, {"id": "from-21", "offsets": [entry]}))
+        wait_for(lambda: "offsets change from-21 applied" in log.read_text(), 60, "applied")
+        manifest.write_text(_with_state(manifest.read_text(), "KafkaSource", "running"))
+        wait_for(lambda: len(_output(kafka_bootstrap, f"{name}.copy")) >= 60, 120, "the replay")
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+    copied = [
+        json.loads(m.value() or b"null")["seq"] for m in _output(kafka_bootstrap, f"{name}.copy")
+    ]
+    assert copied == [*range(1, 41), *range(21, 41)]

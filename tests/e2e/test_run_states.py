@@ -36,8 +36,13 @@ def _with_state(text: str, kind: str, state: str) -> str:
     for document in documents:
         if document["kind"] == kind:
             document["spec"]["state"] = state
-            if document["kind"] == "KafkaSource":  # slower, so the run outlasts the test
-                document["spec"]["connector"]["config"] |= {"limit": LIMIT, "pollIntervalMs": 50}
+    return yaml.safe_dump_all(documents)
+
+
+def _counter(bootstrap: str, name: str) -> str:
+    """The counter source of ``_manifests``, slower, so that a run outlasts the test."""
+    documents = list(yaml.safe_load_all(_manifests(bootstrap, name, tasks_max=2)))
+    documents[1]["spec"]["connector"]["config"] |= {"limit": LIMIT, "pollIntervalMs": 50}
     return yaml.safe_dump_all(documents)
 
 
@@ -69,7 +74,7 @@ def test_pause_stop_and_resume_under_run_keep_every_record_exactly_once(
     name = f"states-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.counts"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
-    running = _with_state(_manifests(kafka_bootstrap, name, tasks_max=2), "KafkaSource", "running")
+    running = _counter(kafka_bootstrap, name)
     manifest.write_text(running)
     run = start_run(manifest, state, log)
     try:
@@ -138,7 +143,7 @@ def test_offsets_set_while_stopped_replay_exactly_what_was_asked_and_nothing_els
     name = f"offs-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.counts"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
-    running = _with_state(_manifests(kafka_bootstrap, name, tasks_max=2), "KafkaSource", "running")
+    running = _counter(kafka_bootstrap, name)
     change = {"id": "replay-s0", "offsets": [
         {"partition": {"stream": "s0"}, "offset": {"seq": 100}},
         {"partition": {"stream": "s1"}, "offset": None},
