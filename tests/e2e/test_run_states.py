@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from onceflow.eos.audit_reader import read_sequences
-from onceflow.eos.consume import end_offsets
+from onceflow.eos.consume import end_offsets, read_to_end
 from onceflow.logic.audit import audit_sequences
 from tests.e2e.test_standalone_run import _manifests
 from tests.support.kafka import offsets_written
@@ -206,3 +206,42 @@ def _sequences(bootstrap: str, topic: str) -> dict[str, list[int]]:
 def _reached_all(bootstrap: str, topic: str) -> bool:
     seqs = _sequences(bootstrap, topic)
     return len(seqs) == 6 and all(s[-1] == LIMIT for s in seqs.values())
+
+
+def test_a_stopped_files_source_set_to_a_line_reads_the_file_again_from_there(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = [f"line {n:03d}\n".encode() for n in range(1, 101)]
+    (data / "a.log").write_bytes(b"".join(lines))
+    name = f"foffs-{uuid.uuid4().hex[:6]}"
+    manifest, state, log = tmp_path / "files.yaml", tmp_path / "state", tmp_path / "run.log"
+    documents = list(yaml.safe_load_all(_manifests(kafka_bootstrap, name, tasks_max=1)))
+    documents[1]["spec"]["connector"] = {
+        "type": "files",
+        "config": {"paths": [str(data / "*.log")], "scanIntervalMs": 200},
+    }
+    manifest.write_text(yaml.safe_dump_all(documents))
+    topic = f"{name}.counts"
+    run = start_run(manifest, state, log)
+    listing = ("list", "--source", "counter", "-f", str(manifest), "--state-dir", str(state))
+    try:
+        wait_for(lambda: offsets_written(kafka_bootstrap, topic) >= 100, 60, "the file copied")
+        stopped = _with_state(manifest.read_text(), "KafkaSource", "stopped")
+        manifest.write_text(stopped)
+        wait_for(lambda: "counter: stopped; offsets kept" in log.read_text(), 60, "stopped")
+        (entry,) = yaml.safe_load(_offsets_cli(*listing).stdout)
+        assert entry["partition"] == {"file": str(data / "a.log")}
+        assert entry["offset"]["position"] == sum(map(len, lines)), entry
+        entry["offset"]["position"] = sum(map(len, lines[:50]))  # after line 50
+        manifest.write_text(_with_change(stopped, {"id": "from-51", "offsets": [entry]}))
+        wait_for(lambda: "offsets change from-51 applied" in log.read_text(), 60, "applied")
+        manifest.write_text(_with_state(manifest.read_text(), "KafkaSource", "running"))
+        wait_for(lambda: offsets_written(kafka_bootstrap, topic) >= 150, 60, "the replay")
+        time.sleep(1)  # anything more would show now
+    finally:
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 0
+    values = [m.value() for m in read_to_end(kafka_bootstrap, topic, timeout_s=60)]
+    assert values == [line.rstrip(b"\n") for line in [*lines, *lines[50:]]]

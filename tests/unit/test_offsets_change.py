@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from onceflow.api.connector import OffsetRefusedError, SourceConnector
+from onceflow.connectors.files import FilesConnector
 from onceflow.connectors.kafka_mirror import KafkaMirrorConnector
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.generations import OffsetsOutcome
@@ -17,6 +18,8 @@ from onceflow.logic.offsets_change import applied, checked_entries
 from onceflow.model.tasks import OffsetsRequest
 
 MIRROR = {"bootstrapServers": "127.0.0.1:9", "topics": ["orders"]}
+FILES = {"paths": ["/data/*.log"]}
+FIXED = {"paths": ["/data/*.bin"], "format": "fixed", "recordBytes": 8}
 AT = {"cluster": "c1", "topic": "orders", "partition": 0}
 
 
@@ -28,6 +31,11 @@ AT = {"cluster": "c1", "topic": "orders", "partition": 0}
         (KafkaMirrorConnector(), MIRROR, AT, {"offset": 7}, {"offset": 7}),
         (KafkaMirrorConnector(), MIRROR, AT, {"timestamp": 1700000000000},
          {"timestamp": 1700000000000}),
+        (FilesConnector(), FILES, {"file": "/data/a.log"}, {"position": 120}, {"position": 120}),
+        (FilesConnector(), FIXED, {"file": "/data/a.bin"}, {"position": 64}, {"position": 64}),
+        # Edited from `offsets list`: the identity of the old position goes.
+        (FilesConnector(), FILES, {"file": "/data/a.log"},
+         {"position": 7, "inode": 5, "tail": 1, "tailBytes": 9}, {"position": 7}),
     ],
 )  # fmt: skip
 def test_offsets_in_the_listed_shape_are_taken(
@@ -49,6 +57,8 @@ def test_offsets_in_the_listed_shape_are_taken(
         (KafkaMirrorConnector(), MIRROR, {**AT, "topic": "other"}, {"offset": 1}, "config.topics"),
         (KafkaMirrorConnector(), MIRROR, AT, {"offset": 1, "timestamp": 2}, "either"),
         (KafkaMirrorConnector(), MIRROR, AT, {"offset": "1"}, "either"),
+        (FilesConnector(), FILES, {"file": "a.log"}, {"position": 1}, "/absolute/path"),
+        (FilesConnector(), FIXED, {"file": "/data/a.bin"}, {"position": 12}, "multiple of"),
     ],
 )
 def test_anything_else_is_refused_with_the_shape_that_would_do(

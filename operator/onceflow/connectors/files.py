@@ -33,7 +33,10 @@ from typing import Any
 from onceflow.api.connector import (
     ConfigProblem,
     ConnectorError,
+    OffsetRefusedError,
     SourceConnector,
+    SourceOffset,
+    SourcePartition,
     SourceRecord,
     SourceTask,
     TaskContext,
@@ -168,6 +171,11 @@ class FilesTask(SourceTask):
         stored = self.context.offsets.offset({"file": path})
         if stored is None:
             return TrackedFile(path, FilePosition(0, inode))
+        if "inode" not in stored:
+            # Set by a user while the source was stopped (``offsets alter``): the file
+            # now at the path is the one meant, and the first poll checks that a record
+            # ends there (a line's newline) like at every other resume.
+            return TrackedFile(path, FilePosition(int(stored["position"]), inode))
         return TrackedFile(path, FilePosition.from_storage(stored))
 
     @staticmethod
@@ -387,3 +395,26 @@ class FilesConnector(SourceConnector):
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> bool:
         return True
+
+    def alter_offset(
+        self, config: Mapping[str, Any], partition: SourcePartition, offset: SourceOffset
+    ) -> SourceOffset:
+        """``{position: n}``: the next byte of the file to read, where a record begins
+        (the task refuses to start elsewhere, naming the file). Stored without the
+        file's identity (what ``offsets list`` shows of it belongs to the old position,
+        and only a task can read it anew): the file at the path when the task resumes
+        is the one meant."""
+        path = partition.get("file")
+        if set(partition) != {"file"} or not (isinstance(path, str) and os.path.isabs(path)):
+            raise OffsetRefusedError(
+                f"partition {dict(partition)}: a partition is {{file: /absolute/path}}"
+            )
+        position = offset.get("position")
+        record_bytes = {**DEFAULTS, **config}["recordBytes"]
+        if not is_int(position, 0) or (record_bytes and position % record_bytes):
+            whole = f", a multiple of recordBytes ({record_bytes})" if record_bytes else ""
+            raise OffsetRefusedError(
+                f"offset {dict(offset)}: an offset is {{position: n}}, the byte where the "
+                f"next record begins (n >= 0{whole}; 0 reads the file from its start)"
+            )
+        return {"position": int(offset["position"])}
