@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
         postgres-up postgres-down s3-up s3-down image testbed-deps lint typecheck imports check unit test \
-        e2e-cluster chaos conformance demo clean
+        e2e-cluster chaos conformance dashboard-picture demo clean
 
 install: $(STAMP)
 
@@ -112,6 +112,12 @@ conformance: testbed-deps
 # Every fault of the real-node end-to-end test (make test runs a short list).
 e2e-cluster: testbed-deps
 	@ONCEFLOW_NODE_FAULTS=full $(BIN)/pytest tests/e2e/test_real_node.py $(PYTEST_ARGS)
+
+# The Grafana dashboard's panels drawn from a real Prometheus scraping a real operator
+# and task (its test), written where the docs show it.
+dashboard-picture: testbed-deps
+	@ONCEFLOW_DASHBOARD_PICTURE=$(CURDIR)/docs/images/dashboard.png \
+	  $(BIN)/pytest tests/integration/test_metrics_prometheus.py $(PYTEST_ARGS)
 
 crds: install
 	$(BIN)/onceflow crds crds --reference docs/reference/fields.md

@@ -145,6 +145,10 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         KubeClient(load_config(args.kubeconfig)).ensure_peering(
             args.peering, args.namespace or [], args.peering_owner
         )
+    if args.metrics_port:
+        from onceflow.control.operator_metrics import serve
+
+        serve(args.metrics_port)
     # Peers of equal priority would all pause; a random one makes exactly one active.
     priority = args.priority if args.priority is not None else random.randint(1, 10**6)
     kopf.run(
@@ -389,6 +393,9 @@ def _add_internal_commands(commands: Any) -> None:
         "--standalone", action="store_true", help="no peering: only for a single replica"
     )
     operator.add_argument("--liveness", help="e.g. http://0.0.0.0:8080/healthz")
+    operator.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus /metrics here (0: off)"
+    )
     operator.add_argument("--webhook-port", type=int, help="serve the validating webhook")
     operator.add_argument("--webhook-addr", help="listen address (default 0.0.0.0)")
     operator.add_argument("--webhook-host", help="host name the API server calls")

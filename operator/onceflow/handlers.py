@@ -21,6 +21,7 @@ from onceflow.control.admission import review
 from onceflow.control.app import Controllers, build_controllers
 from onceflow.control.errors import RetryLaterError
 from onceflow.control.kube import KubeClient, StaleStatusError
+from onceflow.control.operator_metrics import CONDITIONS
 from onceflow.control.reconcile_loops import (
     PIPELINES,
     SOURCES,
@@ -165,6 +166,9 @@ def _own_event(plural: str, event: kopf.RawEvent, namespace: str | None, name: s
     deleted = _deleted(event)
     if deleted:
         kube.forget_status_write(*key)
+        CONDITIONS.deleted(*key)
+        if plural == PIPELINES:
+            controllers().pipelines.rollout_steps.forget((key.namespace, key.name))
     version = event["object"].get("metadata", {}).get("resourceVersion", "")
     own = not deleted and kube.wrote_status(*key, version)
     if plural == PIPELINES:

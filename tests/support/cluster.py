@@ -205,12 +205,13 @@ def running_operator(
     tmp_path: Path,
     prefix: str,
     environment: tuple[tuple[str, str], ...] = (),
+    extra: tuple[str, ...] = ("--standalone",),
 ) -> Iterator[tuple[Cluster, OperatorProcess, LocalKubelet]]:
     install_crds(kubeconfig)
     namespace = new_namespace(kubeconfig, prefix)
     kubelet = LocalKubelet(kubeconfig, namespace, tmp_path / "kubelet").start()
     operator = OperatorProcess(
-        kubeconfig, namespace, tmp_path / "operator.log", environment=environment
+        kubeconfig, namespace, tmp_path / "operator.log", extra=extra, environment=environment
     ).start()
     try:
         yield Cluster(kubeconfig, namespace), operator, kubelet

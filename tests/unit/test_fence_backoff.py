@@ -67,6 +67,7 @@ def test_the_backoff_counts_from_the_failure_not_from_the_attempt() -> None:
             FenceFailures(),
             lambda message, failures: recorded.append((message, failures)),
             "nothing starts",
+            "KafkaSource",
             clock=lambda: clock[0],
         )
     ((message, failures),) = recorded
@@ -82,10 +83,12 @@ def test_fencing_waits_for_the_recorded_backoff_before_trying() -> None:
         return FencingReport(())
 
     with pytest.raises(RetryLaterError) as pending:
-        fence_with_backoff(fence, FenceFailures(3, 1_004.0), print, "x", clock=lambda: clock[0])
+        fence_with_backoff(
+            fence, FenceFailures(3, 1_004.0), print, "x", "SparkJob", clock=lambda: clock[0]
+        )
     assert attempts == [] and pending.value.delay_s == 4.0
     clock[0] = 1_004.0
     assert fence_with_backoff(
-        fence, FenceFailures(3, 1_004.0), print, "x", clock=lambda: clock[0]
+        fence, FenceFailures(3, 1_004.0), print, "x", "SparkJob", clock=lambda: clock[0]
     ).ok
     assert attempts == [1_004.0]

@@ -25,6 +25,7 @@ from onceflow.api.errors import problems_from
 from onceflow.api.status import Condition
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.kube import HTTP_FORBIDDEN, KubeClient, Obj, StaleStatusError
+from onceflow.control.operator_metrics import CONDITIONS
 from onceflow.logic.conditions import newly_degraded
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,8 @@ def write_status(
     true or changes its reason also goes out as a Warning event."""
     news = newly_degraded(before, after)
     written = kube.replace_status(plural, obj, wire)
+    meta = obj["metadata"]
+    CONDITIONS.written(plural, meta["namespace"], meta["name"], after)
     if news is not None:
         kube.event(written, news.reason, news.message, warning=True)
     return written

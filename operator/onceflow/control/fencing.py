@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from onceflow.control.errors import RetryLaterError
+from onceflow.control.operator_metrics import fencing_failed, timed_fencing
 from onceflow.eos.fencing import FencingReport
 from onceflow.logic.fence_backoff import FenceFailures
 
@@ -20,11 +21,13 @@ def fence_with_backoff(
     recorded: FenceFailures,
     record_failure: Callable[[str, FenceFailures], object],
     blocked: str,
+    kind: str,
     clock: Callable[[], float] = time.time,
 ) -> FencingReport:
     """Runs ``fence`` once the backoff ``recorded`` allows; on failure hands the
     message and the next backoff to ``record_failure`` (a status write) and raises
-    RetryLater until then. ``blocked`` says what waits for fencing.
+    RetryLater until then. ``blocked`` says what waits for fencing; ``kind`` labels
+    the fencing metrics (KafkaSource, SparkJob).
 
     The backoff counts from the failure, not from the attempt: a fence that timed out
     (30 s by default, a broker down) has outlived the first steps already."""
@@ -34,9 +37,11 @@ def fence_with_backoff(
             f"(retrying in {waiting:.0f}s)",
             waiting,
         )
-    report = fence()
+    with timed_fencing(kind):
+        report = fence()
     if report.ok:
         return report
+    fencing_failed(kind)
     failed_at = clock()
     failures = recorded.after_failure(failed_at)
     delay = failures.wait_s(failed_at)

@@ -20,6 +20,7 @@ from onceflow.api.status import Condition, ConditionStatus, ConditionType
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.operator_metrics import RolloutSteps
 from onceflow.control.workloads import invalid_workload, pipeline_client_settings
 from onceflow.logic.conditions import set_condition, set_conditions
 from onceflow.logic.delivery_guarantee import (
@@ -190,6 +191,7 @@ class PipelineReconciler:
     hanging_after_s: float | None = None
     """How long a last stable offset may stand (None: the writers' longest transaction
     timeout, and a margin)."""
+    rollout_steps: RolloutSteps = field(default_factory=RolloutSteps)
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -375,4 +377,6 @@ class PipelineReconciler:
             obj = write_status(self.kube, PLURAL, obj, wire, status.conditions, updated.conditions)
             if decision.advanced:
                 self.kube.event(obj, "RolloutStep", decision.detail)
+        where = (pipeline.metadata.namespace, pipeline.metadata.name)
+        self.rollout_steps.passed(where, current, decision)
         return settled

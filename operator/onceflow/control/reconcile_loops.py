@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
@@ -33,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 from onceflow.control.errors import RetryLaterError
 from onceflow.control.failures import ReportedFailureError
 from onceflow.control.kube import StaleStatusError
+from onceflow.control.operator_metrics import count_pass
 from onceflow.logic.requeue import Outcome, RequeuePolicy
 
 log = logging.getLogger("onceflow")
@@ -47,7 +49,15 @@ class Key(NamedTuple):
 
 
 def run_pass(reconcile: Callable[[str, str], bool], key: Key) -> tuple[Outcome, float | None]:
-    """One pass, and how it ended; ``reconcile`` answers whether the object settled."""
+    """One pass, and how it ended; ``reconcile`` answers whether the object settled.
+    Every pass of every kind is counted and timed here, the one place they all go."""
+    started = time.monotonic()
+    outcome, delay = _ended(reconcile, key)
+    count_pass(key.plural, outcome, time.monotonic() - started)
+    return outcome, delay
+
+
+def _ended(reconcile: Callable[[str, str], bool], key: Key) -> tuple[Outcome, float | None]:
     try:
         settled = reconcile(key.namespace, key.name)
     except RetryLaterError as pending:

@@ -33,6 +33,7 @@ from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.graph import claim_topics
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.operator_metrics import generation_planned
 from onceflow.control.workloads import (
     KAFKA_SETTING_REFUSED,
     current_mode,
@@ -447,6 +448,8 @@ class SourceReconciler:
             f"generation {record.generation}: {record.task_count} task(s) in mode "
             f"{record.mode} ({was})"
         )
+        if old is None or old.generation != record.generation:
+            generation_planned()
         obj = self._write(
             obj,
             self._conditions(
@@ -574,6 +577,7 @@ class SourceReconciler:
                 lambda status: with_fence_failures(status, failures),
             ),
             blocked,
+            "KafkaSource",
         )
 
     def _create_generation(

@@ -335,6 +335,7 @@ class SparkJobReconciler:
                     degraded=True,
                 ),
                 "the job is held still once its sink's ids are fenced",
+                "SparkJob",
             )
             self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
         fenced = with_fence_failures(status, None).model_copy(update={"stop_fenced": True})
@@ -528,6 +529,7 @@ class SparkJobReconciler:
                 degraded=True,
             ),
             "the application stays stopped until fencing succeeds",
+            "SparkJob",
         )
         self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(step.ids)}")
         status = with_sink(with_fence_failures(status, None), step.then)

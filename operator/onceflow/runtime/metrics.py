@@ -61,6 +61,13 @@ class TaskMetrics:
     aborts: int = 0
     _sizes: list[int] = field(default_factory=lambda: [0, 0])  # min, max
 
+    def __post_init__(self) -> None:
+        # Every series from the start, at zero: a rate or an alert on aborts or fencing
+        # has a series to work on before the first one happens.
+        for series in (TRANSACTIONS_ABORTED, PRODUCER_FENCED, RECORDS_COMMITTED,
+                       TRANSACTIONS_COMMITTED, PAUSED):  # fmt: skip
+            series.labels(**self._labels)
+
     @property
     def _labels(self) -> dict[str, str]:
         return {"source": self.source, "task": str(self.task_id)}
