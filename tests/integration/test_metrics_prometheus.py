@@ -71,33 +71,32 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
     tmp_path: Path,
 ) -> None:
     cluster, _, _, operator_port = operator_with_metrics
-    # The operator at work: a rollout step (disabled -> preparing -> enabled), then a
-    # resize, which fences the first generation's ids.
-    cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
-    cluster.create("kafkasources", source(2, f"pm-{uuid.uuid4().hex[:6]}", limit=100_000))
-    cluster.wait_for_reason("pipelines", "orders", "Ready", "RolloutComplete", 120, "disabled")
-    cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
-    cluster.wait_for_reason("pipelines", "orders", "Ready", "RolloutComplete", 180, "enabled")
-    cluster.patch_spec("kafkasources", "counter", {"tasksMax": 1})
-    wait_for(lambda: cluster.status("kafkasources", "counter").get("taskCount") == 1, 60, "resize")
-
     # A task of its own, with its metrics port (the local kubelet's share one network).
     task_port = free_port()
     desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 2, "pollIntervalMs": 50})
     settings = only_task(desired, tmp_path).model_copy(update={"metrics_port": task_port})
     task = TaskProcess(settings, tmp_path).start()
     targets = {"operator": [f"127.0.0.1:{operator_port}"], "task": [f"127.0.0.1:{task_port}"]}
-    started = time.time()
     try:
         wait_for(lambda: _scraping(task_port), 60, "the task's metrics endpoint")
         with prometheus(targets, tmp_path / "prometheus") as server:
+            started = time.time()
+            # The operator at work while scraped: a rollout (disabled -> preparing ->
+            # enabled), then a resize, which fences the enabled generation's ids.
+            cluster.create("pipelines", pipeline(kafka_bootstrap, "disabled"))
+            cluster.create("kafkasources", source(2, f"pm-{uuid.uuid4().hex[:6]}", 100_000))
+            wait_for(lambda: _settled_in(cluster, "disabled", 2), 120, "running in disabled")
+            cluster.patch_spec("pipelines", "orders", {"exactlyOnce": "enabled"})
+            wait_for(lambda: _settled_in(cluster, "enabled", 2), 180, "enabled, both tasks up")
+            cluster.patch_spec("kafkasources", "counter", {"tasksMax": 1})
+            wait_for(lambda: _settled_in(cluster, "enabled", 1), 120, "resized, ids fenced")
             for series in (*OPERATOR_SERIES, *TASK_SERIES):
                 wait_for(lambda s=series: _present(server, s), 60, f"{series} in Prometheus")
             steps = server.query('onceflow_operator_rollout_steps_total{to="enabled"}')
             assert float(steps[0]["value"][1]) >= 1, steps
             fenced = server.query('onceflow_operator_fencing_seconds_count{kind="KafkaSource"}')
             assert float(fenced[0]["value"][1]) >= 1, "the resize fenced the old ids"
-            time.sleep(15)  # a few scrapes, so rates have two samples or more
+            time.sleep(10)  # a few scrapes after the last step
             panels = json.loads(DASHBOARD.read_text())["panels"]
             answered = {
                 panel["title"]: server.query_range(
@@ -124,3 +123,15 @@ def _scraping(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _settled_in(cluster: Cluster, mode: str, tasks: int) -> bool:
+    rollout = cluster.status("pipelines", "orders").get("exactlyOnce") or {}
+    status = cluster.status("kafkasources", "counter")
+    return (
+        rollout.get("current") == mode
+        and status.get("mode") == mode
+        and status.get("taskCount") == tasks
+        and status.get("generation") == status.get("fencedGeneration")
+        and cluster.condition("kafkasources", "counter", "Ready").get("status") == "True"
+    )

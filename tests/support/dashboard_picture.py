@@ -40,7 +40,7 @@ def draw_dashboard(answered: dict[str, list[Any]], path: Path) -> Path:
     for axis in list(axes.flat)[len(answered) :]:
         axis.axis("off")
     figure.suptitle("Onceflow (helm/onceflow/files/dashboards/onceflow.json)", fontsize=11)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 0.98))
     figure.savefig(path, dpi=80)
     plt.close(figure)
     return path
