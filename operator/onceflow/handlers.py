@@ -169,6 +169,7 @@ def _own_event(plural: str, event: kopf.RawEvent, namespace: str | None, name: s
         CONDITIONS.deleted(*key)
         if plural == PIPELINES:
             controllers().pipelines.rollout_steps.forget((key.namespace, key.name))
+            controllers().pipelines.hanging_counts.forget((key.namespace, key.name))
     version = event["object"].get("metadata", {}).get("resourceVersion", "")
     own = not deleted and kube.wrote_status(*key, version)
     if plural == PIPELINES:

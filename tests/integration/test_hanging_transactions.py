@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from onceflow.eos.partition_ends import transaction_max_timeout_s
 from tests.integration.test_operator import pipeline, source
 from tests.support.cluster import Cluster, running_operator
 from tests.support.kafka import new_topic
+from tests.support.metrics import free_port
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -137,7 +139,9 @@ def test_the_operator_names_a_hanging_transaction_on_its_pipeline_until_it_is_ab
     look a second, the Pipeline turns Degraded naming the partition; aborting it with
     the CLI clears it."""
     quick = (("ONCEFLOW_HANGING_AFTER_S", "5"), ("ONCEFLOW_HANGING_LOOK_S", "1"))
-    with running_operator(kubeconfig, tmp_path, "hanging", quick) as (cluster, _, _):
+    port = free_port()
+    extra = ("--standalone", f"--metrics-port={port}")
+    with running_operator(kubeconfig, tmp_path, "hanging", quick, extra) as (cluster, _, _):
         topic = f"hang-{uuid.uuid4().hex[:6]}"
         cluster.create("pipelines", pipeline(kafka_bootstrap, "enabled"))
         cluster.create("kafkasources", source(1, topic, limit=100000))
@@ -153,6 +157,7 @@ def test_the_operator_names_a_hanging_transaction_on_its_pipeline_until_it_is_ab
             assert f"{topic}/0: the last stable offset has stood at " in degraded["message"]
             assert "onceflow transactions abort" in degraded["message"], degraded
             assert any(e.reason == "HangingTransaction" for e in cluster.events("orders"))
+            assert _hanging_partitions(port) == 1.0, "the metric counts the held partition"
             aborted = _onceflow(
                 "abort", "--bootstrap", kafka_bootstrap, "--transactional-id", tid, "--yes"
             )
@@ -162,6 +167,16 @@ def test_the_operator_names_a_hanging_transaction_on_its_pipeline_until_it_is_ab
                 30,
                 "the Pipeline to stop naming the hang once it is aborted",
             )
+            assert _hanging_partitions(port) == 0.0
+
+
+def _hanging_partitions(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+        text = page.read().decode()
+    (line,) = [
+        x for x in text.splitlines() if x.startswith("onceflow_operator_hanging_partitions ")
+    ]
+    return float(line.split()[1])
 
 
 def _reason(cluster: Cluster, type_: str) -> str:

@@ -37,6 +37,7 @@ OPERATOR_SERIES = (
     "onceflow_operator_rollout_steps_total",
     "onceflow_operator_rollout_step_seconds_bucket",
     "onceflow_operator_objects",
+    "onceflow_operator_hanging_partitions",
 )
 TASK_SERIES = (
     "onceflow_source_records_committed_total",

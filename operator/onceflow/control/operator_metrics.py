@@ -61,6 +61,12 @@ ROLLOUT_STEP_SECONDS = Histogram(
     ["to"],
     buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 )
+HANGING = Gauge(
+    "onceflow_operator_hanging_partitions",
+    "Partitions of the watched Pipelines whose last stable offset an open transaction "
+    "has held for longer than its writers may keep one (each Pipeline names them in "
+    "its Degraded condition)",
+)
 OBJECTS = Gauge(
     "onceflow_operator_objects",
     "Objects by kind and condition status (Ready, Progressing, Degraded, DeliveryGuarantee)",
@@ -159,3 +165,18 @@ class RolloutSteps:
 
     def forget(self, key: tuple[str, str]) -> None:
         self._started.pop(key, None)
+
+
+class HangingCounts:
+    """The hanging partitions each Pipeline's last pass found, summed."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], int] = {}
+
+    def found(self, key: tuple[str, str], count: int) -> None:
+        self._found[key] = count
+        HANGING.set(sum(self._found.values()))
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._found.pop(key, None)
+        HANGING.set(sum(self._found.values()))

@@ -20,7 +20,7 @@ from onceflow.api.status import Condition, ConditionStatus, ConditionType
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
-from onceflow.control.operator_metrics import RolloutSteps
+from onceflow.control.operator_metrics import HangingCounts, RolloutSteps
 from onceflow.control.workloads import invalid_workload, pipeline_client_settings
 from onceflow.logic.conditions import set_condition, set_conditions
 from onceflow.logic.delivery_guarantee import (
@@ -192,6 +192,7 @@ class PipelineReconciler:
     """How long a last stable offset may stand (None: the writers' longest transaction
     timeout, and a margin)."""
     rollout_steps: RolloutSteps = field(default_factory=RolloutSteps)
+    hanging_counts: HangingCounts = field(default_factory=HangingCounts)
 
     @property
     def connectors(self) -> ConnectorLoader:
@@ -303,7 +304,9 @@ class PipelineReconciler:
         job_models = [_parsed(SparkJob, o) for o in jobs]
         readable_sources = [m for m in models if m is not None]
         readable_jobs = [m for m in job_models if m is not None]
-        if found := self._watch_hanging(pipeline, readable_sources, readable_jobs):
+        found = self._watch_hanging(pipeline, readable_sources, readable_jobs)
+        self.hanging_counts.found((pipeline.metadata.namespace, pipeline.metadata.name), len(found))
+        if found:
             degraded = hanging_degraded(found, degraded)
         if pipeline.status is None:
             status = PipelineStatus()
