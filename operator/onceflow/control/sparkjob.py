@@ -317,27 +317,9 @@ class SparkJobReconciler:
         self, obj: Obj, pipeline: Pipeline, status: SparkJobStatus, ids: tuple[str, ...]
     ) -> Obj:
         if ids:
-            extra = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
-            report = fence_with_backoff(
-                lambda: self.fence(
-                    pipeline.spec.kafka.bootstrap_servers,
-                    list(ids),
-                    extra=extra,
-                    timeout_s=self.fence_timeout_s,
-                ),
-                fence_failures(status),
-                lambda message, failures: self._write(
-                    obj,
-                    with_fence_failures(status, failures),
-                    False,
-                    "FencingFailed",
-                    message,
-                    degraded=True,
-                ),
-                "the job is held still once its sink's ids are fenced",
-                "SparkJob",
+            self._fence_sink(
+                obj, pipeline, status, ids, "the job is held still once its sink's ids are fenced"
             )
-            self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
         fenced = with_fence_failures(status, None).model_copy(update={"stop_fenced": True})
         return self._write(obj, fenced, False, "SinkFenced", "the sink's ids are fenced")
 
@@ -511,11 +493,28 @@ class SparkJobReconciler:
             self._delete(submission_of(job), job)
             self._write(obj, status, False, "HandingOverSink", step.reason)
             raise RetryLaterError(step.reason)
+        self._fence_sink(
+            obj, pipeline, status, step.ids, "the application stays stopped until fencing succeeds"
+        )
+        status = with_sink(with_fence_failures(status, None), step.then)
+        obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
+        return obj, status, step.then
+
+    def _fence_sink(
+        self,
+        obj: Obj,
+        pipeline: Pipeline,
+        status: SparkJobStatus,
+        ids: tuple[str, ...],
+        blocked: str,
+    ) -> None:
+        """Fences the sink's ``ids`` within the backoff the job's status records (a hand
+        over and a stop alike); raises RetryLater while it fails."""
         extra = pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         report = fence_with_backoff(
             lambda: self.fence(
                 pipeline.spec.kafka.bootstrap_servers,
-                list(step.ids),
+                list(ids),
                 extra=extra,
                 timeout_s=self.fence_timeout_s,
             ),
@@ -528,13 +527,10 @@ class SparkJobReconciler:
                 message,
                 degraded=True,
             ),
-            "the application stays stopped until fencing succeeds",
+            blocked,
             "SparkJob",
         )
-        self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(step.ids)}")
-        status = with_sink(with_fence_failures(status, None), step.then)
-        obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
-        return obj, status, step.then
+        self.kube.event(obj, "SinkFenced", f"{report.summary()}: {', '.join(ids)}")
 
 
 def _job_of(pod: Obj) -> tuple[str, str]:
