@@ -461,3 +461,15 @@ def test_an_offsets_change_is_applied_once_the_stop_is_fenced_and_never_twice(
     assert isinstance(resumed, RecordIntent) and resumed.record.state is RUNNING, (
         "the same id is not refused (nor applied again) once the source runs"
     )
+
+
+def test_a_stop_with_a_spec_change_of_one_unchanged_id_fences_the_old_task() -> None:
+    """1 -> 1 with the same id leaves fencing to the successor's initialisation; a
+    stopped source starts no successor, so the stop itself must fence it (review)."""
+    d = desired(1, E)
+    world = World(record=settled(d), workers=_running(d, 1))
+    for worker in world.workers:
+        worker.stuck = True
+    walk(world, in_state(desired(1, E, fp="b"), STOPPED), crash_at=None)
+    assert world.record is not None and world.record.stopped
+    assert all(w.fenced for w in world.workers)

@@ -39,8 +39,10 @@ def _require_stopped(status: KafkaSourceStatus, namespace: str, name: str) -> No
     if status.state is None or status.state.value != "stopped" or not status.stop_fenced:
         raise OffsetsRequestError(
             f"KafkaSource {namespace}/{name} is not stopped (state "
-            f"{status.state.value if status.state else 'running'}); offsets are listed and "
-            "changed only while it is: set spec.state: stopped and wait for Ready=Stopped"
+            f"{status.state.value if status.state else 'running'}, its tasks "
+            f"{'being fenced' if status.state and status.state.value == 'stopped' else 'running'}"
+            "); offsets are listed and changed only once it is: set spec.state: stopped and "
+            "wait for status.stopFenced"
         )
 
 
@@ -56,7 +58,13 @@ def request_change(
 ) -> OffsetsChangeStatus | None:
     """Writes ``change`` into the source's spec and waits up to ``wait_s`` for the
     operator's outcome (None: not yet)."""
-    _require_stopped(_status(api, namespace, name), namespace, name)
+    status = _status(api, namespace, name)
+    _require_stopped(status, namespace, name)
+    if status.offsets_change is not None and status.offsets_change.id == change.id:
+        raise OffsetsRequestError(
+            f"change {change.id!r} was handled already ({status.offsets_change.result.value}); "
+            "each id is applied once: give this change a new id"
+        )
     client.CustomObjectsApi(api).patch_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, name, {"spec": {"offsetsChange": change.to_wire()}}
     )

@@ -46,7 +46,7 @@ from onceflow.control.workloads import (
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.eos.offset_changes import apply_offsets_change, listed
-from onceflow.eos.offsets import carry_offsets, read_offsets
+from onceflow.eos.offsets import carry_offsets, ensure_offsets_topic, read_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
@@ -546,12 +546,15 @@ class SourceReconciler:
     ) -> StoppedOffsets:
         """Read once nothing of the source can write, so they stay true until it runs."""
         name = obj["metadata"]["name"]
+        extra = self._kafka_config(desired.pipeline)
+        # A source created stopped (to seed its offsets) has no offsets topic yet.
+        ensure_offsets_topic(desired.bootstrap_servers, record.offsets_topic, extra)
         stored = read_offsets(
             desired.bootstrap_servers,
             record.offsets_topic,
             f"{obj['metadata']['namespace']}/{name}",
             legacy_owner=name,
-            extra=self._kafka_config(desired.pipeline),
+            extra=extra,
         )
         entries = listed(stored.by_partition)
         return StoppedOffsets.model_validate(

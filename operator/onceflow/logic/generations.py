@@ -131,13 +131,10 @@ class GenerationRecord:
         )
 
     def with_fenced(self) -> GenerationRecord:
-        """No task of a pending generation ever started: fencing its predecessor leaves
-        a stopped one with nothing that could write."""
-        return replace(
-            self,
-            fenced_generation=self.generation,
-            stop_fenced=self.state is WorkloadState.STOPPED,
-        )
+        """A stopped source is not stop-fenced by this: its predecessor's ids may have
+        been left to the successor's initialisation (one unchanged id), and a stopped
+        source starts no successor, so ``stop_fenced`` waits for the stop's own fence."""
+        return replace(self, fenced_generation=self.generation)
 
     def with_state(self, state: WorkloadState) -> GenerationRecord:
         return replace(self, state=state, stop_fenced=False)

@@ -259,10 +259,11 @@ def _stopped(
     failures: FenceFailures,
     now: float,
 ) -> Step:
-    """Every task stopped, then the generation's ids fenced: a task that outlives its
-    stop (a pod on a lost node, a process that ignores SIGTERM) can then no longer
-    commit, so the offsets are the source's alone. Without transactions there is
-    nothing to fence and only "gone" proves it."""
+    """Every task stopped, then the generation's ids fenced, always (fencing a pending
+    generation may have left one unchanged id to a successor that a stop never
+    starts): a task that outlives its stop (a pod on a lost node, a process that
+    ignores SIGTERM) can then no longer commit, so the offsets are the source's
+    alone. Without transactions there is nothing to fence and only "gone" proves it."""
     running = tuple(w.name for w in workers if not w.stopping)
     if running:
         return Stop(running)
