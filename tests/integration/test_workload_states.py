@@ -75,6 +75,13 @@ def test_pause_stop_and_resume_keep_every_record_exactly_once(
     cluster.patch_spec(SOURCES, "counter", {"state": "running"})
     wait_for(lambda: offsets_written(kafka_bootstrap, topic) > written + 300, 60, "resumed")
     zombie_pod = f"counter-g{generation}-0"
+    # The zombie must have resumed itself (a task looks every 5 s): one still holding
+    # would only find the stop between transactions, and the test would prove nothing.
+    wait_for(
+        lambda: '"committed"' in kubelet.log_of(zombie_pod).rpartition('"resumed"')[2],
+        60,
+        "the zombie's task committing again after the pause",
+    )
     zombie = kubelet.process(zombie_pod)
     zombie.send_signal(signal.SIGSTOP)
     kubelet.lose(zombie_pod)
