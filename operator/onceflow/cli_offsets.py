@@ -88,6 +88,7 @@ def _from_manifests(args: argparse.Namespace) -> list[dict[str, Any]]:
     and a source it has stopped writes nothing meanwhile."""
     from onceflow.api import parse_resources
     from onceflow.api.manifests import is_core_object
+    from onceflow.api.pipeline import WorkloadState
     from onceflow.eos.offset_changes import listed
     from onceflow.eos.offsets import read_offsets
     from onceflow.logic.resource_set import ResourceSet
@@ -104,6 +105,13 @@ def _from_manifests(args: argparse.Namespace) -> list[dict[str, Any]]:
     topic = offsets_topic(pipeline, source)
     path = state_path(Path(args.state_dir), args.namespace, args.source)
     record = load_record(path, lambda count: (), topic) if path.exists() else None
+    if record is not None and not record.stopped:
+        fencing = ", being fenced" if record.state is WorkloadState.STOPPED else ""
+        raise LookupError(
+            f"KafkaSource {args.namespace}/{args.source} is not stopped (state "
+            f"{record.state.value}{fencing}): its offsets move; set spec.state: stopped, "
+            "apply, and wait for `run` to say it stopped"
+        )
     stored = read_offsets(
         args.bootstrap or pipeline.spec.kafka.bootstrap_servers,
         record.offsets_topic if record else topic,
@@ -132,6 +140,7 @@ def _cmd_change(args: argparse.Namespace) -> int:
 
 
 def _request(args: argparse.Namespace, change: Any) -> int:
+    from onceflow.api.source import OffsetsChangeResult
     from onceflow.control.kube import load_config
     from onceflow.control.offsets_requests import OffsetsRequestError, request_change
 
@@ -146,4 +155,4 @@ def _request(args: argparse.Namespace, change: Any) -> int:
         print(f"{change.id}: asked; no outcome within {args.wait:.0f} s (see status)")
         return 1
     print(f"{outcome.id}: {outcome.result.value}: {outcome.message}")
-    return 0 if outcome.result.value == "Applied" else 1
+    return 0 if outcome.result is OffsetsChangeResult.APPLIED else 1

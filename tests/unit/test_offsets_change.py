@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from onceflow.api.connector import OffsetRefusedError, SourceConnector
+from onceflow.api.source import OffsetsChangeResult, OffsetsChangeStatus
 from onceflow.connectors.files import FilesConnector
 from onceflow.connectors.kafka_mirror import KafkaMirrorConnector
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.generations import OffsetsOutcome
-from onceflow.logic.offsets_change import applied, checked_entries
+from onceflow.logic.offsets_change import applied, checked
 from onceflow.model.tasks import OffsetsRequest
 
 MIRROR = {"bootstrapServers": "127.0.0.1:9", "topics": ["orders"]}
@@ -58,6 +59,8 @@ def test_offsets_in_the_listed_shape_are_taken(
         (KafkaMirrorConnector(), MIRROR, AT, {"offset": 1, "timestamp": 2}, "either"),
         (KafkaMirrorConnector(), MIRROR, AT, {"offset": "1"}, "either"),
         (FilesConnector(), FILES, {"file": "a.log"}, {"position": 1}, "/absolute/path"),
+        (FilesConnector(), FILES, {"file": "/data/a.txt"}, {"position": 1}, "none of config.paths"),
+        (FilesConnector(), FILES, {"file": "/data/x/a.log"}, {"position": 1}, "none of config"),
         (FilesConnector(), FIXED, {"file": "/data/a.bin"}, {"position": 12}, "multiple of"),
     ],
 )
@@ -78,24 +81,36 @@ def test_one_refused_entry_refuses_the_change_and_names_its_index() -> None:
         False,
         (({"stream": "s0"}, {"seq": 5}), ({"stream": "s1"}, None), ({"stream": "s9"}, {"seq": 1})),
     )
-    outcome = checked_entries(SequenceConnector(), {"streams": 3}, request)
-    assert isinstance(outcome, OffsetsOutcome) and not outcome.applied
+    outcome = checked(SequenceConnector(), {"streams": 3}, request)
+    assert outcome.result is OffsetsChangeResult.REFUSED and not outcome.writing
     assert outcome.message.startswith("spec.offsetsChange.offsets[2]: partition {'stream': 's9'}")
     assert outcome.message.endswith("nothing was written")
 
 
 def test_forgetting_needs_no_connector_and_every_entry_is_kept_in_order() -> None:
     request = OffsetsRequest("c1", True, (({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3})))
-    entries = checked_entries(SequenceConnector(), {"streams": 2}, request)
-    assert entries == [({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3})]
-    assert "every stored offset forgotten" in applied(request, 2).message
+    applying = checked(SequenceConnector(), {"streams": 2}, request)
+    assert applying.result is OffsetsChangeResult.APPLYING and applying.reset
+    assert applying.writing == (({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3}))
+    done = applied(applying, 2)
+    assert done.applied and done.partitions == 2 and not done.writing
+    assert "every stored offset forgotten" in done.message
+
+
+def test_a_change_being_applied_survives_the_status_round_trip() -> None:
+    """The record is the status on a cluster: an operator that restarts reads back the
+    very offsets it was writing."""
+    request = OffsetsRequest("c1", True, (({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3})))
+    applying = checked(SequenceConnector(), {"streams": 2}, request)
+    wire = OffsetsChangeStatus.model_validate(applying.to_json()).to_wire()
+    assert OffsetsOutcome.from_json(wire) == applying
 
 
 def test_a_connector_that_says_nothing_refuses_to_set_offsets_but_forgets_them() -> None:
     class Silent(SequenceConnector):
         alter_offset = SourceConnector.alter_offset
 
-    refused = checked_entries(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, {"o": 1}),)))
-    assert isinstance(refused, OffsetsOutcome) and "forgetting them" in refused.message
-    forgotten = checked_entries(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, None),)))
-    assert forgotten == [({"k": 1}, None)]
+    refused = checked(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, {"o": 1}),)))
+    assert refused.result is OffsetsChangeResult.REFUSED and "forgetting them" in refused.message
+    forgotten = checked(Silent(), {}, OffsetsRequest("c", False, (({"k": 1}, None),)))
+    assert forgotten.writing == (({"k": 1}, None),)

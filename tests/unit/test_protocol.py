@@ -10,11 +10,13 @@ import pytest
 
 from onceflow.api import ExactlyOnceMode
 from onceflow.api.pipeline import WorkloadState
+from onceflow.api.source import OffsetsChangeResult
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
+from onceflow.logic.offsets_change import applied
 from onceflow.logic.protocol import (
     BackOff,
-    ChangeOffsets,
+    CheckOffsets,
     Fence,
     Keep,
     Observed,
@@ -24,6 +26,7 @@ from onceflow.logic.protocol import (
     Stop,
     WaitGone,
     Worker,
+    WriteOffsets,
     ids_to_fence,
     next_step,
 )
@@ -416,6 +419,9 @@ def test_a_stuck_task_of_a_stopped_transactional_source_is_fenced_not_waited_for
 # -- offsets changes: refused unless stopping, applied once stopped, once per id -------
 
 
+REFUSED = OffsetsChangeResult.REFUSED
+
+
 def with_change(d: DesiredGeneration, change_id: str = "c1") -> DesiredGeneration:
     return replace(d, offsets_change=OffsetsRequest(change_id, False, (({"stream": "s0"}, None),)))
 
@@ -425,42 +431,84 @@ def test_an_offsets_change_asked_of_a_running_source_is_refused_for_good() -> No
     step = next_step(record, with_change(desired(2, E)), Observed(), FenceFailures(), 0)
     assert isinstance(step, RecordIntent)
     outcome = step.record.offsets_change
-    assert outcome is not None and (outcome.id, outcome.applied) == ("c1", False)
+    assert outcome is not None and (outcome.id, outcome.result) == ("c1", REFUSED)
     assert "only while the source is stopped" in outcome.message
     after = next_step(step.record, with_change(desired(2, E)), Observed(), FenceFailures(), 0)
     assert after == Start(1, (0, 1)), "refused once; the source goes on as it was"
 
 
-@pytest.mark.parametrize("crash_at", [None, 0, 1, 2, 3])
+def _walk_offsets_change(
+    world: World, wanted: DesiredGeneration, crash_at: int | None, then: DesiredGeneration
+) -> list[str]:
+    """Drives the change with ``wanted`` until the offsets are written (a crash at step
+    ``crash_at`` loses that step's record write), then with ``then`` (a user who
+    resumed meanwhile) until nothing is left to do; returns the ids written, in order."""
+    written: list[str] = []
+    asked = wanted
+    for count in range(60):
+        step = next_step(world.record, asked, world.observed(), world.failures, 100.0)
+        if isinstance(step, Keep):
+            break
+        if isinstance(step, CheckOffsets):
+            assert world.record is not None and world.record.stopped
+            if count != crash_at:
+                applying = OffsetsOutcome(
+                    step.request.id, OffsetsChangeResult.APPLYING, writing=step.request.entries
+                )
+                world.record = step.record.with_offsets_change(applying)
+            continue
+        if isinstance(step, WriteOffsets):
+            assert not world.could_still_commit(0), "offsets written while a task could commit"
+            assert step.record.state is STOPPED, "written while the source may run"
+            change = step.record.offsets_change
+            assert change is not None and change.applying
+            written.append(change.id)
+            asked = then
+            if count != crash_at:  # else written, but the outcome never recorded
+                world.record = step.record.with_offsets_change(applied(change, 1))
+            continue
+        assert not written or (world.record is not None and world.record.offsets_change), (
+            "the source moved on while its change was half written"
+        )
+        world.execute(step, asked, crash_inside_fence=count == crash_at)
+        if isinstance(step, (WaitGone, BackOff, Stop)):
+            world.tick()
+    return written
+
+
+@pytest.mark.parametrize("crash_at", [None, *range(8)])
 def test_an_offsets_change_is_applied_once_the_stop_is_fenced_and_never_twice(
     crash_at: int | None,
 ) -> None:
     d = desired(2, E)
     world = World(record=settled(d), workers=_running(d, 1))
     wanted = with_change(in_state(d, STOPPED))
-    applied: list[str] = []
-    for count in range(40):
-        step = next_step(world.record, wanted, world.observed(), world.failures, 100.0)
-        if isinstance(step, Keep):
-            break
-        if isinstance(step, ChangeOffsets):
-            assert world.record is not None and world.record.stopped
-            assert not world.could_still_commit(0), "offsets written while a task could commit"
-            applied.append(step.request.id)
-            if count == crash_at:
-                continue  # written, but the outcome never recorded: written again
-            world.record = step.record.with_offsets_change(OffsetsOutcome("c1", True))
-            continue
-        world.execute(step, wanted, crash_inside_fence=count == crash_at)
-        if isinstance(step, (WaitGone, BackOff, Stop)):
-            world.tick()
+    written = _walk_offsets_change(world, wanted, crash_at, then=wanted)
     assert world.record is not None and world.record.offsets_change is not None
     assert world.record.offsets_change.applied
-    assert applied == ["c1"] * len(applied) and 1 <= len(applied) <= 2
+    assert written == ["c1"] * len(written) and 1 <= len(written) <= 2
     resumed = next_step(world.record, with_change(d), Observed(), FenceFailures(), 0)
     assert isinstance(resumed, RecordIntent) and resumed.record.state is RUNNING, (
         "the same id is not refused (nor applied again) once the source runs"
     )
+
+
+@pytest.mark.parametrize("crash_at", [None, *range(8)])
+def test_a_change_half_written_is_finished_before_a_resume_moves_anything(
+    crash_at: int | None,
+) -> None:
+    """The user resumes while the change is being written: a crash after the write (or
+    inside its transaction) must neither record it Refused nor let a task start before
+    the same change is written again and Applied (review of session 9)."""
+    d = desired(2, E)
+    world = World(record=settled(d), workers=_running(d, 1))
+    written = _walk_offsets_change(
+        world, with_change(in_state(d, STOPPED)), crash_at, then=with_change(d)
+    )
+    assert world.record is not None and world.record.offsets_change is not None
+    assert world.record.offsets_change.applied, world.record.offsets_change
+    assert world.record.state is RUNNING and sorted(world.started) == [0, 1]
+    assert written and set(written) == {"c1"}
 
 
 def test_a_stop_with_a_spec_change_of_one_unchanged_id_fences_the_old_task() -> None:

@@ -185,7 +185,7 @@ class OffsetsChange(ApiModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": "self.reset || size(self.offsets) > 0",
+                    "rule": "self.reset || (has(self.offsets) && size(self.offsets) > 0)",
                     "message": "say what to change: reset: true, offsets, or both",
                 }
             ]
@@ -221,17 +221,29 @@ class OffsetsChange(ApiModel):
 
 
 class OffsetsChangeResult(StrEnum):
+    APPLYING = "Applying"
     APPLIED = "Applied"
     REFUSED = "Refused"
 
 
 class OffsetsChangeStatus(ApiModel):
-    """What became of the last spec.offsetsChange."""
+    """What became of the last spec.offsetsChange. ``Applying`` is the intent, recorded
+    with the checked offsets before anything is written: an operator that restarts
+    finishes that very change before the source may move (or resume), whatever the spec
+    says by then."""
 
     id: str = Field(description="The change's id.")
-    result: OffsetsChangeResult = Field(description="Applied or Refused.")
+    result: OffsetsChangeResult = Field(description="Applying, Applied or Refused.")
     message: str = Field(default="", description="What was written, or why not.")
     partitions: int = Field(default=0, ge=0, description="Partitions written (reset ones too).")
+    reset: bool = Field(
+        default=False, description="While Applying: every stored offset is forgotten first."
+    )
+    writing: list[OffsetEntry] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="While Applying: the offsets being written, as the connector checked them.",
+    )
 
 
 LISTED_OFFSETS = 100

@@ -17,6 +17,7 @@ from onceflow.api.columns import (
     is_event_time,
     schema_fields,
 )
+from onceflow.api.input_reset import InputOffset, InputReset, InputResetStatus
 from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.status import FencingStatus
@@ -532,6 +533,11 @@ class SparkJobSpec(ApiModel):
         "transactional ids are fenced once the pods are gone; running again resumes from "
         "the checkpoint. The Pipeline's spec.state wins when it says more.",
     )
+    input_reset: InputReset | None = Field(
+        default=None,
+        description="Move the input position of a stopped job, once per id, by a new "
+        "checkpoint (see InputReset); refused unless spec.state is stopped.",
+    )
     submitter: Submitter = Field(
         default=Submitter.SPARK_OPERATOR,
         description="spark-operator renders a SparkApplication; spark-submit a Job.",
@@ -690,6 +696,9 @@ class SparkJobStatus(FencingStatus):
         description="Paused or stopped, its pods gone and the Kafka sink's transactional "
         "ids fenced since: nothing of the job can write.",
     )
+    input_reset: InputResetStatus | None = Field(
+        default=None, description="What became of the last spec.inputReset."
+    )
 
 
 # spark-submit's driver runs as the Job ``<name>-driver`` (and the Spark operator's as
@@ -745,6 +754,17 @@ class SparkJobSettings(ApiModel):
     )
     topics: list[str] = Field(min_length=1, description="Resolved input topics.")
     starting_offsets: Literal["earliest", "latest"] = "earliest"
+    starting_timestamp: int | None = Field(
+        default=None, ge=0, description="An input reset's time: wins over startingOffsets."
+    )
+    starting_partition_offsets: list[InputOffset] | None = Field(
+        default=None,
+        description="An input reset's offsets: other partitions go on from "
+        "continueFromCheckpoint's last finished batch (or startingOffsets without one).",
+    )
+    continue_from_checkpoint: str | None = Field(
+        default=None, description="The checkpoint the job ran on before its input reset."
+    )
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     value_schema: str | None = Field(default=None, description="input.valueSchema.")
     watermark: Watermark | None = None

@@ -28,6 +28,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from io import FileIO
+from pathlib import PurePosixPath
 from typing import Any
 
 from onceflow.api.connector import (
@@ -408,6 +409,12 @@ class FilesConnector(SourceConnector):
         if set(partition) != {"file"} or not (isinstance(path, str) and os.path.isabs(path)):
             raise OffsetRefusedError(
                 f"partition {dict(partition)}: a partition is {{file: /absolute/path}}"
+            )
+        patterns = config.get("paths") or []
+        if not any(PurePosixPath(path).match(str(pattern)) for pattern in patterns):
+            raise OffsetRefusedError(
+                f"partition {dict(partition)}: {path} matches none of config.paths "
+                f"({', '.join(map(str, patterns))}), so no task would ever read the offset"
             )
         position = offset.get("position")
         record_bytes = {**DEFAULTS, **config}["recordBytes"]

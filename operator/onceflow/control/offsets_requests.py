@@ -14,7 +14,13 @@ from typing import Any
 
 from kubernetes import client
 
-from onceflow.api.source import KafkaSourceStatus, OffsetsChange, OffsetsChangeStatus
+from onceflow.api.pipeline import WorkloadState
+from onceflow.api.source import (
+    KafkaSourceStatus,
+    OffsetsChange,
+    OffsetsChangeResult,
+    OffsetsChangeStatus,
+)
 
 GROUP, VERSION, PLURAL = "onceflow.io", "v1alpha1", "kafkasources"
 
@@ -36,14 +42,15 @@ def _status(api: client.ApiClient, namespace: str, name: str) -> KafkaSourceStat
 
 
 def _require_stopped(status: KafkaSourceStatus, namespace: str, name: str) -> None:
-    if status.state is None or status.state.value != "stopped" or not status.stop_fenced:
-        raise OffsetsRequestError(
-            f"KafkaSource {namespace}/{name} is not stopped (state "
-            f"{status.state.value if status.state else 'running'}, its tasks "
-            f"{'being fenced' if status.state and status.state.value == 'stopped' else 'running'}"
-            "); offsets are listed and changed only once it is: set spec.state: stopped and "
-            "wait for status.stopFenced"
-        )
+    state = status.state or WorkloadState.RUNNING
+    if state is WorkloadState.STOPPED and status.stop_fenced:
+        return
+    tasks = "being fenced" if state is WorkloadState.STOPPED else "running"
+    raise OffsetsRequestError(
+        f"KafkaSource {namespace}/{name} is not stopped (state {state.value}, its tasks "
+        f"{tasks}); offsets are listed and changed only once it is: set spec.state: "
+        "stopped and wait for status.stopFenced"
+    )
 
 
 def listed_offsets(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -71,7 +78,11 @@ def request_change(
     deadline = time.monotonic() + wait_s
     while True:
         outcome = _status(api, namespace, name).offsets_change
-        if outcome is not None and outcome.id == change.id:
+        if (
+            outcome is not None
+            and outcome.id == change.id
+            and outcome.result is not OffsetsChangeResult.APPLYING
+        ):
             return outcome
         if time.monotonic() >= deadline:
             return None

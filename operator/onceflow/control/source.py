@@ -24,6 +24,7 @@ from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import (
     LISTED_OFFSETS,
     KafkaSourceStatus,
+    OffsetsChangeResult,
     RetentionStatus,
     StoppedOffsets,
 )
@@ -45,16 +46,17 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.eos.offset_changes import apply_offsets_change, listed
+from onceflow.eos.offset_changes import listed, write_offsets_change
 from onceflow.eos.offsets import carry_offsets, ensure_offsets_topic, read_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.offsets_change import checked
 from onceflow.logic.pod_health import pods_problem
 from onceflow.logic.protocol import (
     BackOff,
-    ChangeOffsets,
+    CheckOffsets,
     Fence,
     Keep,
     Observed,
@@ -63,10 +65,12 @@ from onceflow.logic.protocol import (
     Step,
     Stop,
     WaitGone,
+    WriteOffsets,
     next_step,
 )
 from onceflow.logic.resolve import resolve_source
 from onceflow.logic.source_status import (
+    OFFSETS_CHANGE_EVENTS,
     STATE_CHANGES,
     at_rest,
     record_from_status,
@@ -315,19 +319,20 @@ class SourceReconciler:
             raise RetryLaterError(step.reason, step.delay_s)
         if isinstance(step, Fence):
             return self._fence(obj, pipeline, desired, step)
-        if isinstance(step, ChangeOffsets):
-            outcome = apply_offsets_change(
+        if isinstance(step, CheckOffsets):
+            connector = self.connectors(source.spec.connector.type)
+            outcome = checked(connector, source.spec.connector.config, step.request)
+            return self._record_offsets_change(obj, step.record.with_offsets_change(outcome))
+        if isinstance(step, WriteOffsets):
+            record = write_offsets_change(
                 step,
-                self.connectors(source.spec.connector.type),
-                source.spec.connector.config,
                 bootstrap=desired.bootstrap_servers,
                 namespace=namespace,
                 source=source.metadata.name,
                 prefix=pipeline.transactional_id_prefix,
                 extra=self._kafka_config(pipeline),
             )
-            record = step.record.with_offsets_change(outcome)
-            offsets = self._stopped_offsets(obj, desired, record) if outcome.applied else None
+            offsets = self._stopped_offsets(obj, desired, record)
             return self._record_offsets_change(obj, record, offsets)
         assert isinstance(step, Start) and record is not None
         self._create_generation(source, pipeline, desired, record, step.tasks)
@@ -495,10 +500,9 @@ class SourceReconciler:
         if offsets is not None:
             status = status.model_copy(update={"offsets": offsets})
         obj = self._write(obj, status)
-        reason = "OffsetsChanged" if outcome.applied else "OffsetsChangeRefused"
-        self.kube.event(
-            obj, reason, f"{outcome.id}: {outcome.message}", warning=not outcome.applied
-        )
+        reason = OFFSETS_CHANGE_EVENTS[outcome.result]
+        refused = outcome.result is OffsetsChangeResult.REFUSED
+        self.kube.event(obj, reason, f"{outcome.id}: {outcome.message}", warning=refused)
         return obj
 
     def _wait(self, obj: Obj, reason: str, message: str) -> None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from kubernetes.client.exceptions import ApiException
 
 from onceflow.api import ExactlyOnceMode, Pipeline
+from onceflow.api.input_reset import InputResetResult
 from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
@@ -38,6 +39,7 @@ from onceflow.control.workloads import (
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
+from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.pod_health import creation_refused, pods_problem
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
@@ -162,6 +164,9 @@ class SparkJobReconciler:
             raise invalid_workload([missing_code])
         if files is not None:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
+        # A reset is applied only while the job is held, so no driver runs on settings
+        # older than the reset recorded.
+        settings = with_input_reset(settings, self._status(obj).input_reset)
         assert pipeline is not None, "a job resolves only with its Pipeline"
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
@@ -185,6 +190,7 @@ class SparkJobReconciler:
         name = job.metadata.name
         submission = submission_of(job)
         application = self._get(submission, job)
+        obj = self._input_reset(obj, job, pipeline, settings)  # before a resume reads it
         obj, held = self._hold(obj, job, pipeline, mode, application)
         if held is not None:
             return held
@@ -312,6 +318,35 @@ class SparkJobReconciler:
                 )
                 return self._write(obj, held, True, reason, message), True
         raise RetryLaterError("the job's state did not settle within one pass")
+
+    def _input_reset(
+        self, obj: Obj, job: SparkJob, pipeline: Pipeline, settings: SparkJobSettings
+    ) -> Obj:
+        """Records what becomes of a new spec.inputReset (``logic.input_reset``), with an
+        event: the driver reads the reset in force from status from then on."""
+        status = self._status(obj)
+        outcome = input_reset_outcome(
+            job.spec.input_reset,
+            status.input_reset,
+            effective_state(pipeline.spec.state, job.spec.state),
+            status.state is WorkloadState.STOPPED and bool(status.stop_fenced),
+            job.spec.sink,
+            settings.topics,
+        )
+        if outcome is None:
+            return obj
+        obj = write_status(
+            self.kube,
+            PLURAL,
+            obj,
+            status.model_copy(update={"input_reset": outcome}).to_wire(),
+            status.conditions,
+            status.conditions,
+        )
+        refused = outcome.result is InputResetResult.REFUSED
+        reason = "InputResetRefused" if refused else "InputReset"
+        self.kube.event(obj, reason, f"{outcome.id}: {outcome.message}", warning=refused)
+        return obj
 
     def _fence_held(
         self, obj: Obj, pipeline: Pipeline, status: SparkJobStatus, ids: tuple[str, ...]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from onceflow.api.connector import SourceConnector, SourceOffset, SourcePartition
+from onceflow.api.connector import SourceOffset, SourcePartition
 from onceflow.eos.offsets import (
     ensure_offsets_topic,
     offset_key,
@@ -26,9 +26,9 @@ from onceflow.eos.offsets import (
     stored_partition,
 )
 from onceflow.eos.writer import TransactionalWriter
-from onceflow.logic.generations import OffsetsOutcome
-from onceflow.logic.offsets_change import applied, checked_entries
-from onceflow.logic.protocol import ChangeOffsets
+from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.offsets_change import applied
+from onceflow.logic.protocol import WriteOffsets
 from onceflow.model.names import offsets_change_transactional_id
 
 OffsetEntries = Sequence[tuple[SourcePartition, SourceOffset | None]]
@@ -71,33 +71,30 @@ def change_offsets(
     return len(writes)
 
 
-def apply_offsets_change(
-    step: ChangeOffsets,
-    connector: SourceConnector,
-    config: Mapping[str, Any],
+def write_offsets_change(
+    step: WriteOffsets,
     *,
     bootstrap: str,
     namespace: str,
     source: str,
     prefix: str,
     extra: Mapping[str, str] | None = None,
-) -> OffsetsOutcome:
-    """The protocol's ChangeOffsets step, for the operator and ``onceflow run`` alike:
-    checked by the connector, then written; the outcome is for the caller to record."""
-    checked = checked_entries(connector, config, step.request)
-    if isinstance(checked, OffsetsOutcome):
-        return checked
+) -> GenerationRecord:
+    """The protocol's WriteOffsets step, for the operator and ``onceflow run`` alike:
+    the record's ``Applying`` change written, and the record to persist next."""
+    change = step.record.offsets_change
+    assert change is not None and change.applying
     written = change_offsets(
         bootstrap,
         step.record.offsets_topic,
         f"{namespace}/{source}",
         legacy_owner=source,
         transactional_id=offsets_change_transactional_id(prefix, source),
-        reset=step.request.reset,
-        entries=checked,
+        reset=change.reset,
+        entries=change.writing,
         extra=extra,
     )
-    return applied(step.request, written)
+    return step.record.with_offsets_change(applied(change, written))
 
 
 def listed(stored: Mapping[bytes, SourceOffset]) -> list[dict[str, Any]]:

@@ -78,6 +78,18 @@ class ProducerFailedError(Exception):
     """A fatal producer error other than fencing (authorization, misconfiguration)."""
 
 
+WRITE_FAILURES: tuple[type[Exception], ...] = (
+    ProducerFencedError,
+    TransactionAbortedError,
+    TransactionTimedOutError,
+    CommitUncertainError,
+    ProducerFailedError,
+    KafkaException,
+)
+"""Every way a transactional write can fail: nothing of it is visible, or (uncertain)
+writing it again is the way out."""
+
+
 class TxnState(StrEnum):
     NEW = "new"
     READY = "ready"

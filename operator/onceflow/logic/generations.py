@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
-from onceflow.model.tasks import DesiredGeneration
+from onceflow.api.source import OffsetsChangeResult
+from onceflow.model.tasks import DesiredGeneration, OffsetEntries
 
 LegacyIds = Callable[[int], tuple[str, ...]]
 """Ids a record from before ids were recorded had, by task count."""
@@ -23,19 +24,36 @@ LegacyIds = Callable[[int], tuple[str, ...]]
 
 @dataclass(frozen=True)
 class OffsetsOutcome:
-    """What became of an offsets change (its id is never applied twice)."""
+    """What became of an offsets change (its id is never applied twice). While
+    ``Applying`` it carries what is being written, so the write can be finished by
+    whoever reads the record next."""
 
     id: str
-    applied: bool
+    result: OffsetsChangeResult
     message: str = ""
     partitions: int = 0
+    reset: bool = False
+    writing: OffsetEntries = ()
+
+    @property
+    def applied(self) -> bool:
+        return self.result is OffsetsChangeResult.APPLIED
+
+    @property
+    def applying(self) -> bool:
+        return self.result is OffsetsChangeResult.APPLYING
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "result": "Applied" if self.applied else "Refused",
+            "result": self.result.value,
             "message": self.message,
             "partitions": self.partitions,
+            "reset": self.reset,
+            "writing": [
+                {"partition": dict(partition), "offset": None if offset is None else dict(offset)}
+                for partition, offset in self.writing
+            ],
         }
 
     @classmethod
@@ -44,9 +62,11 @@ class OffsetsOutcome:
             return None
         return cls(
             str(data["id"]),
-            data.get("result") == "Applied",
+            OffsetsChangeResult(data["result"]),
             str(data.get("message") or ""),
             int(data.get("partitions") or 0),
+            bool(data.get("reset")),
+            tuple((entry["partition"], entry.get("offset")) for entry in data.get("writing") or ()),
         )
 
 
@@ -75,7 +95,7 @@ class GenerationRecord:
     """Stopped, and since then every id of the generation fenced (or its
     non-transactional tasks confirmed gone)."""
     offsets_change: OffsetsOutcome | None = None
-    """The last offsets change handled, applied or refused."""
+    """The last offsets change handled: applied or refused, or being applied."""
 
     @property
     def fencing_pending(self) -> bool:

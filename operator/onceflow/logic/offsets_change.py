@@ -13,17 +13,17 @@ from onceflow.api.connector import (
     SourceOffset,
     SourcePartition,
 )
+from onceflow.api.source import OffsetsChangeResult
 from onceflow.logic.generations import OffsetsOutcome
 from onceflow.model.tasks import OffsetsRequest
 
-Entries = list[tuple[SourcePartition, SourceOffset | None]]
 
-
-def checked_entries(
+def checked(
     connector: SourceConnector, config: Mapping[str, Any], request: OffsetsRequest
-) -> Entries | OffsetsOutcome:
-    """The entries to write (offsets as the connector stores them), or the refusal."""
-    entries: Entries = []
+) -> OffsetsOutcome:
+    """The change ``Applying`` with the offsets to write (as the connector stores them),
+    or ``Refused`` naming every entry the connector refused."""
+    entries: list[tuple[SourcePartition, SourceOffset | None]] = []
     problems: list[str] = []
     for index, (partition, offset) in enumerate(request.entries):
         if offset is None:
@@ -34,15 +34,23 @@ def checked_entries(
         except OffsetRefusedError as refused:
             problems.append(f"spec.offsetsChange.offsets[{index}]: {refused}")
     if problems:
-        return OffsetsOutcome(request.id, False, "; ".join(problems) + "; nothing was written")
-    return entries
-
-
-def applied(request: OffsetsRequest, written: int) -> OffsetsOutcome:
-    what = "every stored offset forgotten, then " if request.reset else ""
+        why = "; ".join(problems) + "; nothing was written"
+        return OffsetsOutcome(request.id, OffsetsChangeResult.REFUSED, why)
+    what = "forgetting every stored offset, then writing " if request.reset else "writing "
     return OffsetsOutcome(
         request.id,
-        True,
+        OffsetsChangeResult.APPLYING,
+        f"{what}{len(entries)} partition(s)",
+        reset=request.reset,
+        writing=tuple(entries),
+    )
+
+
+def applied(applying: OffsetsOutcome, written: int) -> OffsetsOutcome:
+    what = "every stored offset forgotten, then " if applying.reset else ""
+    return OffsetsOutcome(
+        applying.id,
+        OffsetsChangeResult.APPLIED,
         f"{what}{written} partition(s) written; the source resumes from them once running",
         written,
     )

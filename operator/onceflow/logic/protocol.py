@@ -21,6 +21,12 @@ stop stops every task -> fences the generation's ids (or, without transactions, 
 until the tasks are gone) -> records "stop fenced", the proof that nothing of the
 source can write any more. Resuming records ``running`` and starts the tasks, whose
 initialisation fences whatever a stopped task left.
+
+An offsets change (KIP-875) of a stopped source: the connector checks it -> the
+checked offsets are recorded as ``Applying`` -> they are written in one transaction ->
+``Applied``. Nothing else moves while a change is ``Applying`` (not a resume, not a new
+generation), so a driver that crashed after writing, or inside the transaction, writes
+the same change again (aborting what it left open) before any task reads offsets.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from onceflow.api.pipeline import WorkloadState
+from onceflow.api.source import OffsetsChangeResult
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
 from onceflow.model.tasks import DesiredGeneration, OffsetsRequest
@@ -106,16 +113,24 @@ class Start:
 
 
 @dataclass(frozen=True)
-class ChangeOffsets:
-    """Have the connector check ``request``, write it to the offsets topic in one
-    transaction, then persist ``record`` with the outcome (applied, or refused by the
-    connector). Only ever asked of a stopped source."""
+class CheckOffsets:
+    """Have the connector check ``request`` (against its source system too), then
+    persist ``record`` with the outcome: ``Applying`` with the offsets to write, or
+    ``Refused``. Only ever asked of a stopped source."""
 
     request: OffsetsRequest
     record: GenerationRecord
 
 
-Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start | ChangeOffsets
+@dataclass(frozen=True)
+class WriteOffsets:
+    """Write the ``Applying`` change of ``record`` to the offsets topic in one
+    transaction, then persist ``record`` with the change ``Applied``."""
+
+    record: GenerationRecord
+
+
+Step = Keep | RecordIntent | Stop | WaitGone | Fence | BackOff | Start | CheckOffsets | WriteOffsets
 
 
 @dataclass(frozen=True)
@@ -168,10 +183,8 @@ def next_step(
 ) -> Step:
     if record is None:
         return RecordIntent(GenerationRecord.first(desired))
-    if (moved := _moved_on(record, desired)) is not None:
-        return RecordIntent(moved)
-    if (change := _offsets_change(record, desired)) is not None:
-        return change
+    if (recorded := _record_step(record, desired)) is not None:
+        return recorded
     own = [w for w in observed.workers if _belongs(w, record)]
     others = [w for w in observed.workers if not _belongs(w, record)]
     running = tuple(w.name for w in others if not w.stopping)
@@ -180,6 +193,17 @@ def next_step(
     if record.state is WorkloadState.STOPPED:
         return _stopped(record, observed.workers, failures, now)
     return _steady(record, own, others, running, observed.template)
+
+
+def _record_step(record: GenerationRecord, desired: DesiredGeneration) -> Step | None:
+    """What changes the record before any task is looked at: an offsets change being
+    applied is finished first (nothing may read offsets half written), then the spec's
+    next generation or state, then a new offsets change."""
+    if record.offsets_change is not None and record.offsets_change.applying:
+        return WriteOffsets(record)
+    if (moved := _moved_on(record, desired)) is not None:
+        return RecordIntent(moved)
+    return _offsets_change(record, desired)
 
 
 def _moved_on(record: GenerationRecord, desired: DesiredGeneration) -> GenerationRecord | None:
@@ -211,9 +235,10 @@ def _offsets_change(record: GenerationRecord, desired: DesiredGeneration) -> Ste
         return None
     if desired.state is not WorkloadState.STOPPED:
         why = REFUSED_WHILE_NOT_STOPPED.format(state=desired.state)
-        return RecordIntent(record.with_offsets_change(OffsetsOutcome(request.id, False, why)))
+        refused = OffsetsOutcome(request.id, OffsetsChangeResult.REFUSED, why)
+        return RecordIntent(record.with_offsets_change(refused))
     if record.stopped:
-        return ChangeOffsets(request, record)
+        return CheckOffsets(request, record)
     return None
 
 

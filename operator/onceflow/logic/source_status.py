@@ -12,6 +12,7 @@ from typing import Any
 from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import (
     KafkaSourceStatus,
+    OffsetsChangeResult,
     OffsetsChangeStatus,
     RetentionStatus,
     TaskStatus,
@@ -180,6 +181,13 @@ STATE_CHANGES: dict[WorkloadState, tuple[str, str]] = {
     ),
 }
 """The reason and message of a recorded state change, before it took hold."""
+
+OFFSETS_CHANGE_EVENTS: dict[OffsetsChangeResult, str] = {
+    OffsetsChangeResult.APPLYING: "OffsetsChanging",
+    OffsetsChangeResult.APPLIED: "OffsetsChanged",
+    OffsetsChangeResult.REFUSED: "OffsetsChangeRefused",
+}
+"""The event reason of each step of an offsets change."""
 
 
 def at_rest(record: GenerationRecord, ready: int) -> tuple[bool, str, str]:

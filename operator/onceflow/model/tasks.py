@@ -27,14 +27,17 @@ def fingerprint(task_configs: Sequence[Mapping[str, Any]], **settings: object) -
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+OffsetEntries = tuple[tuple[Mapping[str, Any], Mapping[str, Any] | None], ...]
+"""(source partition, offset or None to forget it), in the connector's shapes."""
+
+
 @dataclass(frozen=True)
 class OffsetsRequest:
     """spec.offsetsChange as the generation protocol sees it."""
 
     id: str
     reset: bool
-    entries: tuple[tuple[Mapping[str, Any], Mapping[str, Any] | None], ...]
-    """(source partition, offset or None to forget it), in the connector's shapes."""
+    entries: OffsetEntries
 
 
 @dataclass(frozen=True)

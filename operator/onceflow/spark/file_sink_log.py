@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from onceflow.spark.hadoop_files import last_batch
+
 SINK_LOG = "_spark_metadata"
 
 
@@ -18,29 +20,12 @@ class FileSinkResetError(ValueError):
     """The checkpoint is newer than the output it would write to."""
 
 
-def _last_batch(spark: Any, directory: str) -> int:
-    """The largest batch id logged in ``directory`` (``N`` or ``N.compact`` files);
-    -1 for none. Through Hadoop's file system, so a checkpoint or output on S3 is read
-    as one on a volume."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(directory)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        return -1
-    ids = [
-        int(stem)
-        for status in fs.listStatus(path)
-        if (stem := str(status.getPath().getName()).removesuffix(".compact")).isdigit()
-    ]
-    return max(ids, default=-1)
-
-
 def refuse_output_of_another_query(spark: Any, checkpoint: str, output: str) -> None:
     """Raises ``FileSinkResetError`` when ``output``'s log holds a batch ``checkpoint``
     never planned. A checkpoint always plans a batch before the sink commits it, so a
     driver that died between the two still passes."""
-    written = _last_batch(spark, f"{output.rstrip('/')}/{SINK_LOG}")
-    planned = _last_batch(spark, f"{checkpoint.rstrip('/')}/offsets")
+    written = last_batch(spark, f"{output.rstrip('/')}/{SINK_LOG}")
+    planned = last_batch(spark, f"{checkpoint.rstrip('/')}/offsets")
     if written > planned:
         raise FileSinkResetError(
             f"spec.sink.files.path: {output} holds batches 0-{written} of an earlier query "

@@ -22,6 +22,7 @@ from onceflow.logic.sink_identity import SinkIdentity
 from onceflow.model.spark_app import ISOLATION_CONF
 from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.file_sink_log import refuse_output_of_another_query
+from onceflow.spark.input_position import starting_options
 from onceflow.spark.input_view import input_view
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
@@ -66,7 +67,7 @@ def read_input(spark: Any, settings: SparkJobSettings) -> Any:
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(settings.topics))
-        .option("startingOffsets", settings.starting_offsets)
+        .options(**starting_options(spark, settings))
         .option(
             "kafka.isolation.level",
             spark.conf.get(ISOLATION_CONF, settings.isolation_level),

@@ -16,9 +16,11 @@ from pathlib import Path
 
 from onceflow.api import Pipeline
 from onceflow.api.errors import Problem
+from onceflow.api.input_reset import InputReset, InputResetStatus
 from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobSettings
 from onceflow.eos.fencing import fence_transactional_ids
+from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job, transform_code_problem
 from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
 from onceflow.logic.spark_state import (
@@ -45,6 +47,7 @@ class PlannedSparkJob:
     """transform.configMap's files, written to ``settings.transform_dir`` likewise."""
     state: WorkloadState = WorkloadState.RUNNING
     """The job's spec.state combined with its Pipeline's."""
+    input_reset: InputReset | None = None
 
 
 def plan_spark_job(
@@ -84,7 +87,9 @@ def plan_spark_job(
     if dsn is not None:
         update["postgres_dsn_file"] = str(workload_file(here, namespace, name, "dsn"))
     state = effective_state(pipeline.spec.state, job.spec.state) if pipeline else job.spec.state
-    return PlannedSparkJob(settings.model_copy(update=update), dsn, files, state)
+    return PlannedSparkJob(
+        settings.model_copy(update=update), dsn, files, state, job.spec.input_reset
+    )
 
 
 @dataclass
@@ -116,6 +121,30 @@ class SparkJobSupervisor:
     def sink_file(self) -> Path:
         """The sink producers last started with: whose ids to fence on a change."""
         return self._file("sink.json")
+
+    @property
+    def reset_file(self) -> Path:
+        """The input reset in force (its checkpoint): it outlives the run."""
+        return self._file("input-reset.json")
+
+    def _recorded_reset(self) -> InputResetStatus | None:
+        if not self.reset_file.exists():
+            return None
+        return InputResetStatus.model_validate(json.loads(self.reset_file.read_text()))
+
+    def _input_reset(self) -> None:
+        """Records what becomes of a new spec.inputReset (``logic.input_reset``)."""
+        outcome = input_reset_outcome(
+            self.planned.input_reset,
+            self._recorded_reset(),
+            self.planned.state,
+            self.state is WorkloadState.STOPPED and self.stop_fenced,
+            self.settings.sink,
+            self.settings.topics,
+        )
+        if outcome is not None:
+            write_json_atomically(self.reset_file, outcome.to_wire())
+            self.say(f"{self.name}: input reset {outcome.id} {outcome.result}: {outcome.message}")
 
     @property
     def raises_isolation(self) -> bool:
@@ -171,6 +200,7 @@ class SparkJobSupervisor:
         if self.driver is not None and self.running != self.planned:
             self.say(f"{self.name}: settings changed; stopping the driver")
             self.stop()
+        self._input_reset()
         if self._held(now):
             return
         if self.driver is None:
@@ -179,6 +209,7 @@ class SparkJobSupervisor:
             settings = self._hand_over_sink(now)
             if settings is None:
                 return
+            settings = with_input_reset(settings, self._recorded_reset())
             path = self._file("settings.json")
             write_json_atomically(path, settings.to_wire())
             self._write_dsn()

@@ -31,13 +31,15 @@ from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.eos.offset_changes import apply_offsets_change
-from onceflow.eos.offsets import carry_offsets
+from onceflow.eos.offset_changes import write_offsets_change
+from onceflow.eos.offsets import OffsetsTopicError, carry_offsets
+from onceflow.eos.writer import WRITE_FAILURES
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
+from onceflow.logic.offsets_change import checked
 from onceflow.logic.protocol import (
     BackOff,
-    ChangeOffsets,
+    CheckOffsets,
     Fence,
     Keep,
     Observed,
@@ -47,6 +49,7 @@ from onceflow.logic.protocol import (
     Stop,
     WaitGone,
     Worker,
+    WriteOffsets,
     next_step,
 )
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source
@@ -62,6 +65,8 @@ from onceflow.runtime.source_check import source_system_problems
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
+
+OFFSETS_WRITE_FAILURES: tuple[type[Exception], ...] = (*WRITE_FAILURES, OffsetsTopicError)
 
 log = logging.getLogger(__name__)
 
@@ -285,8 +290,10 @@ class SourceSupervisor:
             self.stop_tasks()  # every worker of ours is named in a Stop, or none
         elif isinstance(step, Fence):
             return self._fence(step)
-        elif isinstance(step, ChangeOffsets):
-            self._change_offsets(step)
+        elif isinstance(step, CheckOffsets):
+            self._check_offsets(step)
+        elif isinstance(step, WriteOffsets):
+            return self._write_offsets(step)
         elif isinstance(step, Start):
             assert record is not None
             self._start(record, step.tasks)
@@ -315,25 +322,40 @@ class SourceSupervisor:
         store_record(self.state_file, step.then)
         return True
 
-    def _change_offsets(self, step: ChangeOffsets) -> None:
+    def _check_offsets(self, step: CheckOffsets) -> None:
         source = self.desired.source
-        outcome = apply_offsets_change(
-            step,
-            load_connector(source.spec.connector.type),
-            source.spec.connector.config,
-            bootstrap=self.desired.bootstrap_servers,
-            namespace=source.metadata.namespace,
-            source=self.name,
-            prefix=self.desired.pipeline.transactional_id_prefix,
-        )
-        record = step.record.with_offsets_change(outcome)
+        connector = load_connector(source.spec.connector.type)
+        outcome = checked(connector, source.spec.connector.config, step.request)
+        self._store_offsets_change(step.record.with_offsets_change(outcome))
+
+    def _write_offsets(self, step: WriteOffsets) -> bool:
+        """False when the write failed: the change stays Applying and is written again
+        on a later pass (the run goes on; nothing of the source moves meanwhile)."""
+        source = self.desired.source
+        try:
+            record = write_offsets_change(
+                step,
+                bootstrap=self.desired.bootstrap_servers,
+                namespace=source.metadata.namespace,
+                source=self.name,
+                prefix=self.desired.pipeline.transactional_id_prefix,
+            )
+        except OFFSETS_WRITE_FAILURES as error:
+            change = step.record.offsets_change
+            assert change is not None
+            self.say(f"{self.name}: offsets change {change.id} not written yet ({error}); retrying")
+            return False
+        self._store_offsets_change(record)
+        return True
+
+    def _store_offsets_change(self, record: GenerationRecord) -> None:
         store_record(self.state_file, record)
         self._say_offsets_change(record)
 
     def _say_offsets_change(self, record: GenerationRecord) -> None:
         outcome = record.offsets_change
         assert outcome is not None
-        verdict = "applied" if outcome.applied else "refused"
+        verdict = outcome.result.value.lower()
         self.say(f"{self.name}: offsets change {outcome.id} {verdict}: {outcome.message}")
 
     def _start(self, record: GenerationRecord, task_ids: Sequence[int]) -> None:
