@@ -1,6 +1,6 @@
 """Every documented series, scraped by a real Prometheus (Debian's package) from a real
-operator and a real source task, and every panel of the shipped Grafana dashboard
-answering with data: what docs/operations.md lists is what an operator gets."""
+operator, a real source task and a real Spark driver, and every panel of the shipped
+Grafana dashboard answering with data: what docs/operations.md lists is what an operator gets."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import pytest
 
 from tests.integration.test_operator import pipeline, source
 from tests.support.cluster import Cluster, OperatorProcess, running_operator
+from tests.support.copy_job import copy_job_settings
 from tests.support.dashboard_picture import draw_dashboard
+from tests.support.drivers import start_driver
 from tests.support.kubelet import LocalKubelet
 from tests.support.metrics import free_port
 from tests.support.prometheus import Prometheus, prometheus
@@ -24,7 +26,7 @@ from tests.support.tasks import TaskProcess, only_task, plan
 from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark]
 
 DASHBOARD = ROOT / "helm" / "onceflow" / "files" / "dashboards" / "onceflow.json"
 
@@ -49,6 +51,14 @@ TASK_SERIES = (
     "onceflow_source_transaction_size_max",
     "onceflow_source_transaction_size_avg",
     "onceflow_source_paused",
+)
+DRIVER_SERIES = (
+    "onceflow_spark_batch_id",
+    "onceflow_spark_input_rows",
+    "onceflow_spark_input_rows_per_second",
+    "onceflow_spark_processed_rows_per_second",
+    "onceflow_spark_batch_seconds",
+    "onceflow_spark_sink_commit_seconds",
 )
 
 
@@ -77,7 +87,18 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
     desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 2, "pollIntervalMs": 50})
     settings = only_task(desired, tmp_path).model_copy(update={"metrics_port": task_port})
     task = TaskProcess(settings, tmp_path).start()
-    targets = {"operator": [f"127.0.0.1:{operator_port}"], "task": [f"127.0.0.1:{task_port}"]}
+    # A driver copying the task's records, through the exactly-once Kafka sink.
+    driver_port = free_port()
+    sink = {"kafka": {"topic": f"{settings.topic}.copied", "partitions": 1}}
+    job = copy_job_settings(
+        kafka_bootstrap, settings.topic, tmp_path, sink, metricsPort=driver_port
+    )
+    driver = start_driver(job, tmp_path)
+    targets = {
+        "operator": [f"127.0.0.1:{operator_port}"],
+        "task": [f"127.0.0.1:{task_port}"],
+        "driver": [f"127.0.0.1:{driver_port}"],
+    }
     try:
         wait_for(lambda: _scraping(task_port), 60, "the task's metrics endpoint")
         with prometheus(targets, tmp_path / "prometheus") as server:
@@ -91,7 +112,7 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
             wait_for(lambda: _settled_in(cluster, "enabled", 2), 180, "enabled, both tasks up")
             cluster.patch_spec("kafkasources", "counter", {"tasksMax": 1})
             wait_for(lambda: _settled_in(cluster, "enabled", 1), 120, "resized, ids fenced")
-            for series in (*OPERATOR_SERIES, *TASK_SERIES):
+            for series in (*OPERATOR_SERIES, *TASK_SERIES, *DRIVER_SERIES):
                 wait_for(lambda s=series: _present(server, s), 60, f"{series} in Prometheus")
             steps = server.query('onceflow_operator_rollout_steps_total{to="enabled"}')
             assert float(steps[0]["value"][1]) >= 1, steps
@@ -107,10 +128,12 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
             }
     finally:
         task.terminate()
-    # Spark's panel needs a driver, and fencing failures need a failure: the rest of
-    # the dashboard must answer from this run.
+        driver.terminate()
+        driver.wait(60)
+    # Fencing failures need a failure, and retention a CDC source: the rest of the
+    # dashboard must answer from this run.
     silent = {title for title, series in answered.items() if not series}
-    assert silent <= {"Spark input rows /s, by job", "Fencing failures /s, by kind",
+    assert silent <= {"Fencing failures /s, by kind",
                       "Retained by source systems (CDC slot WAL)"}, silent  # fmt: skip
     picture = draw_dashboard(answered, tmp_path / "dashboard.png")
     assert picture.stat().st_size > 10_000
