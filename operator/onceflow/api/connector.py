@@ -258,6 +258,33 @@ class SourceConnector(ABC):
             "(reset: true, or offset: null) works: the partition starts over"
         )
 
+    def forget_offset(self, config: Mapping[str, Any], partition: SourcePartition) -> None:
+        """Whether ``partition``'s stored offset may be forgotten (an entry whose offset
+        is null, or a reset that sets none for it); raises ``OffsetRefusedError`` saying
+        why not and what would do. Pure (no I/O), as ``alter_offset``. Default: allowed,
+        since a partition without an offset starts over as a new one does; a connector
+        whose source system keeps a position of its own for the source (a replication
+        slot) refuses, because that position stays where the offset left it and the
+        partition would not start over at all."""
+
+    def check_offsets(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        entries: Sequence[tuple[SourcePartition, SourceOffset | None]],
+    ) -> dict[int, str]:
+        """What only the source system can tell of the offsets a change sets (a WAL
+        position the replication slot has already released): ``entries`` are the
+        change's, in its order, each offset as ``alter_offset`` returned it (None for a
+        forgotten one, which has nothing to check). Returns why, by entry index, for
+        each entry the system cannot honour (naming what would do); empty when all can
+        be. Asked once every entry has passed ``alter_offset`` and before anything is
+        written, with a valid ``config`` and the connector's Secret, as ``retention`` is
+        (``alter_offset`` is pure, so it cannot ask). Raises when the system cannot be
+        asked: a refusal is for good, and an outage is not the change's fault.
+        Default: nothing to check."""
+        return {}
+
     def kafka_reads(self, config: Mapping[str, Any]) -> list[KafkaRead]:
         """The Kafka topics the tasks read with this ``config``, as a pure function of
         it (no I/O). Onceflow judges its topic graph with them: a source reading what

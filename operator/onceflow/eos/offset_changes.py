@@ -97,6 +97,19 @@ def write_offsets_change(
     return step.record.with_offsets_change(applied(change, written))
 
 
+def stored_partitions(
+    bootstrap: str,
+    topic: str,
+    owner: str,
+    *,
+    legacy_owner: str,
+    extra: Mapping[str, str] | None = None,
+) -> list[SourcePartition]:
+    """The partitions with an offset now: what a reset would forget."""
+    stored = read_offsets(bootstrap, topic, owner, legacy_owner=legacy_owner, extra=extra)
+    return [stored_partition(key) for key in stored.by_partition]
+
+
 def listed(stored: Mapping[bytes, SourceOffset]) -> list[dict[str, Any]]:
     """Stored offsets as ``spec.offsetsChange.offsets`` takes them, sorted by partition."""
     return [

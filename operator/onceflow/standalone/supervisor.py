@@ -31,12 +31,12 @@ from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.eos.offset_changes import write_offsets_change
+from onceflow.eos.offset_changes import stored_partitions, write_offsets_change
 from onceflow.eos.offsets import OffsetsTopicError, carry_offsets
 from onceflow.eos.writer import WRITE_FAILURES
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.offsets_change import checked
+from onceflow.logic.offsets_change import checked, refused_by_its_system
 from onceflow.logic.protocol import (
     BackOff,
     CheckOffsets,
@@ -61,7 +61,7 @@ from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks
 from onceflow.runtime.plugins import load_connector
-from onceflow.runtime.source_check import source_system_problems
+from onceflow.runtime.source_check import CHECK_DEADLINE_S, source_system_problems, within
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically
@@ -291,7 +291,7 @@ class SourceSupervisor:
         elif isinstance(step, Fence):
             return self._fence(step)
         elif isinstance(step, CheckOffsets):
-            self._check_offsets(step)
+            return self._check_offsets(step)
         elif isinstance(step, WriteOffsets):
             return self._write_offsets(step)
         elif isinstance(step, Start):
@@ -322,11 +322,41 @@ class SourceSupervisor:
         store_record(self.state_file, step.then)
         return True
 
-    def _check_offsets(self, step: CheckOffsets) -> None:
+    def _check_offsets(self, step: CheckOffsets) -> bool:
+        """The change as the connector and then its source system judge it. False when
+        the system could not answer: asked again on a later pass (a refusal is for
+        good, and an outage is not the change's fault)."""
         source = self.desired.source
         connector = load_connector(source.spec.connector.type)
-        outcome = checked(connector, source.spec.connector.config, step.request)
+        config = source.spec.connector.config
+        stored = (
+            stored_partitions(
+                self.desired.bootstrap_servers,
+                step.record.offsets_topic,
+                f"{source.metadata.namespace}/{self.name}",
+                legacy_owner=self.name,
+            )
+            if step.request.reset
+            else []
+        )
+        outcome = checked(connector, config, step.request, stored)
+        if outcome.applying:
+            ref = source.spec.connector.secret_ref
+            secrets = dict(self.secrets.get(ref.name, {})) if ref else {}
+            try:
+                why = within(
+                    CHECK_DEADLINE_S,
+                    lambda: connector.check_offsets(config, secrets, outcome.writing),
+                )
+            except Exception as error:  # a source system's or a connector's failure
+                self.say(
+                    f"{self.name}: offsets change {step.request.id}: the source system "
+                    f"did not answer ({error}); asking again"
+                )
+                return False
+            outcome = refused_by_its_system(outcome, why)
         self._store_offsets_change(step.record.with_offsets_change(outcome))
+        return True
 
     def _write_offsets(self, step: WriteOffsets) -> bool:
         """False when the write failed: the change stays Applying and is written again

@@ -3,18 +3,25 @@ or by polling queries (``incrementing``, ``timestamp+incrementing``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onceflow.api.connector import (
     ConfigProblem,
     Retention,
     SourceConnector,
+    SourceOffset,
+    SourcePartition,
     SourceRecord,
     SourceTask,
     TaskContext,
 )
 from onceflow.connectors.postgres.cdc import CdcTask
+from onceflow.connectors.postgres.cdc_offsets import (
+    alter_cdc_offset,
+    check_cdc_offsets,
+    forget_cdc_offset,
+)
 from onceflow.connectors.postgres.query import QueryTask
 from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import DEFAULTS, problems
@@ -89,3 +96,28 @@ class PostgresConnector(SourceConnector):
 
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> bool:
         return _mode(config) == "cdc"
+
+    def alter_offset(
+        self, config: Mapping[str, Any], partition: SourcePartition, offset: SourceOffset
+    ) -> SourceOffset:
+        """CDC: ``{lsn: X}``, every transaction committed at or before X counts as
+        delivered (``cdc_offsets`` says what it is stored as, and that it ends an
+        unfinished snapshot). The polling modes do not say yet: refused by default."""
+        if _mode(config) != "cdc":
+            return super().alter_offset(config, partition, offset)
+        return alter_cdc_offset(config, partition, offset)
+
+    def forget_offset(self, config: Mapping[str, Any], partition: SourcePartition) -> None:
+        """CDC: refused for the slot the source reads, which stays where the offset left
+        it. A polling mode's table without an offset is read again from its start."""
+        if _mode(config) == "cdc":
+            forget_cdc_offset(config, partition)
+
+    def check_offsets(
+        self,
+        config: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        entries: Sequence[tuple[SourcePartition, SourceOffset | None]],
+    ) -> dict[int, str]:
+        """CDC: each lsn against the slot (released already, not yet written, no slot)."""
+        return check_cdc_offsets(config, secrets, entries) if _mode(config) == "cdc" else {}
