@@ -205,6 +205,8 @@ def at_rest(record: GenerationRecord, ready: int) -> tuple[bool, str, str]:
     return (
         ready == count,
         "Paused",
-        f"generation {record.generation}: paused; {ready}/{count} task(s) up, holding their "
-        "transactional ids without polling or committing; set spec.state: running to resume",
+        f"generation {record.generation}: paused; {ready}/{count} task(s) up, each holding "
+        "its transactional id without polling or committing from its next transaction "
+        "boundary (the gauge onceflow_source_paused says when); set spec.state: running to "
+        "resume",
     )
