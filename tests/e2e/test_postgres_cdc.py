@@ -17,6 +17,7 @@ import random
 import signal
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,24 +162,9 @@ def test_the_cdc_example_runs_with_onceflow_run(
     kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
     """examples/postgres-cdc.{sql,yaml} as a user runs them, names made unique per run."""
-    suffix = uuid.uuid4().hex[:6]
-    table, slot, name = f"shop_orders_{suffix}", f"cdc_demo_{suffix}", f"cdc-demo-{suffix}"
-
-    def unique(text: str) -> str:
-        return (
-            text.replace("shop_orders", table)
-            .replace("cdc_demo_orders", slot)
-            .replace("cdc-demo", name)
-            .replace("postgresql://onceflow@127.0.0.1:15432/postgres", postgres_dsn)
-            .replace("127.0.0.1:9092", kafka_bootstrap)
-        )
-
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(unique((ROOT / "examples" / "postgres-cdc.sql").read_text()).encode())
-    manifest = tmp_path / "postgres-cdc.yaml"
-    manifest.write_text(unique((ROOT / "examples" / "postgres-cdc.yaml").read_text()))
-    run = start_run(manifest, tmp_path, tmp_path / "run.log")
-    topic = f"{name}.orders"
+    example = CdcExample.created(postgres_dsn, kafka_bootstrap, tmp_path)
+    table, slot, topic = example.table, example.slot, example.topic
+    run = start_run(example.manifest, tmp_path, tmp_path / "run.log")
     try:
         wait_for(lambda: len(_changes(kafka_bootstrap, topic)) >= 1000, 120, "the snapshot")
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
@@ -212,6 +198,39 @@ def test_the_cdc_example_runs_with_onceflow_run(
         "version": 2,
     }
     drop_slot(postgres_dsn, slot)
+
+
+@dataclass(frozen=True)
+class CdcExample:
+    """examples/postgres-cdc.{sql,yaml} with names unique to one test: its table
+    created, its manifest written."""
+
+    table: str
+    slot: str
+    topic: str
+    manifest: Path
+    text: str
+
+    @classmethod
+    def created(cls, dsn: str, bootstrap: str, directory: Path) -> CdcExample:
+        suffix = uuid.uuid4().hex[:6]
+        table, slot, name = f"shop_orders_{suffix}", f"cdc_demo_{suffix}", f"cdc-demo-{suffix}"
+
+        def unique(text: str) -> str:
+            return (
+                text.replace("shop_orders", table)
+                .replace("cdc_demo_orders", slot)
+                .replace("cdc-demo", name)
+                .replace("postgresql://onceflow@127.0.0.1:15432/postgres", dsn)
+                .replace("127.0.0.1:9092", bootstrap)
+            )
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(unique((ROOT / "examples" / "postgres-cdc.sql").read_text()).encode())
+        manifest = directory / "postgres-cdc.yaml"
+        text = unique((ROOT / "examples" / "postgres-cdc.yaml").read_text())
+        manifest.write_text(text)
+        return cls(table, slot, f"{name}.orders", manifest, text)
 
 
 def _changes(bootstrap: str, topic: str) -> list[tuple[int, dict[str, Any]]]:

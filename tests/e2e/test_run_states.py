@@ -5,10 +5,8 @@ and resuming goes on in the same generation. Real broker, audited."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,9 +19,9 @@ from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import end_offsets, read_to_end
 from onceflow.logic.audit import audit_sequences
 from tests.e2e.test_standalone_run import _manifests
+from tests.support.cli import onceflow
 from tests.support.kafka import offsets_written
 from tests.support.onceflow_run import start_run
-from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.kafka
@@ -123,15 +121,7 @@ def _exact(bootstrap: str, topic: str) -> bool:
 
 
 def _offsets_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "onceflow", "offsets", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-        check=False,
-    )
+    return onceflow("offsets", *args)
 
 
 def test_offsets_set_while_stopped_replay_exactly_what_was_asked_and_nothing_else(

@@ -25,6 +25,7 @@ from confluent_kafka import Producer
 from onceflow.eos.consume import read_to_end
 from onceflow.eos.partition_ends import transaction_max_timeout_s
 from tests.integration.test_operator import pipeline, source
+from tests.support.cli import onceflow
 from tests.support.cluster import Cluster, running_operator
 from tests.support.kafka import new_topic
 from tests.support.metrics import free_port
@@ -49,13 +50,7 @@ sys.stdin.read()
 
 
 def _onceflow(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "onceflow", "transactions", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return onceflow("transactions", *args)
 
 
 @contextmanager

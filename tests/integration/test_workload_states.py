@@ -5,11 +5,9 @@ processes, real broker, audited."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,10 +18,10 @@ import yaml
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.eos.consume import end_offsets
 from tests.integration.test_operator import _delivered_exactly_once, pipeline, source
+from tests.support.cli import onceflow
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.kafka import offsets_written
 from tests.support.kubelet import LocalKubelet
-from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
@@ -120,15 +118,8 @@ def test_pause_stop_and_resume_keep_every_record_exactly_once(
 
 
 def _offsets(kubeconfig: str, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
-    common = ("--source", "counter", "-n", namespace, "--kubeconfig", kubeconfig)
-    return subprocess.run(
-        [sys.executable, "-m", "onceflow", "offsets", *args, *common],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-        check=False,
+    return onceflow(
+        "offsets", *args, "--source", "counter", "-n", namespace, "--kubeconfig", kubeconfig
     )
 
 
