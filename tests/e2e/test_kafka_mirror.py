@@ -19,6 +19,8 @@ import yaml
 from confluent_kafka import Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from onceflow.api.connector import SourceOffset, SourcePartition, TaskContext
+from onceflow.connectors.kafka_mirror import KafkaMirrorConnector, KafkaMirrorTask
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
@@ -77,6 +79,32 @@ def test_keep_partition_writes_each_record_to_its_source_partition(
     placed = {json.loads(m.value() or b"null")["n"]: m.partition() for m in output}
     assert len(output) == 90
     assert placed == {n: n % 3 for n in range(90)}
+
+
+class _NothingStored:
+    def offset(self, partition: SourcePartition) -> SourceOffset | None:
+        return None
+
+
+def test_a_task_says_how_many_records_it_has_not_copied_yet(kafka_bootstrap: str) -> None:
+    """The lag gauge's measure, from the end offsets its fetches brought back."""
+    source = new_topic(kafka_bootstrap, "mirror-lag", partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for n in range(50):
+        producer.produce(source, json.dumps({"n": n}).encode())
+    producer.flush(30)
+    config = {"topics": [source], "bootstrapServers": kafka_bootstrap, "batchSize": 10}
+    task = KafkaMirrorTask()
+    planned = KafkaMirrorConnector().task_configs(config, 1)[0]
+    task.start(TaskContext(task_id=0, config=planned, offsets=_NothingStored()))
+    try:
+        assert task.behind() is None, "nothing fetched yet"
+        copied: list[object] = []
+        wait_for(lambda: bool(copied.extend(task.poll()) or copied), 30, "a first batch")
+        behind = task.behind()
+        assert behind is not None and behind.records == 50 - len(copied), (behind, len(copied))
+    finally:
+        task.stop()
 
 
 def test_the_source_clusters_credentials_come_from_the_connectors_secret(

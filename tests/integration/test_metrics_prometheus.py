@@ -11,6 +11,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,8 @@ TASK_SERIES = (
     "onceflow_source_transaction_size_max",
     "onceflow_source_transaction_size_avg",
     "onceflow_source_paused",
+    "onceflow_source_bytes_behind",
+    "onceflow_source_records_behind",
 )
 DRIVER_SERIES = (
     "onceflow_spark_batch_id",
@@ -87,6 +90,21 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
     desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 2, "pollIntervalMs": 50})
     settings = only_task(desired, tmp_path).model_copy(update={"metrics_port": task_port})
     task = TaskProcess(settings, tmp_path).start()
+    # Tasks that measure their lag: a mirror of the first task's topic, and a files
+    # source with more to read than one batch takes.
+    lagging = [
+        _lagging_task(
+            kafka_bootstrap,
+            "kafka-mirror",
+            tmp_path,
+            {"topics": [settings.topic], "bootstrapServers": kafka_bootstrap, "batchSize": 5},
+        )
+    ]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "lines.txt").write_text("".join(f"line {n}\n" for n in range(100_000)))
+    lagging.append(_lagging_task(kafka_bootstrap, "files", tmp_path, {
+        "paths": [str(data / "*.txt")], "batchSize": 5}))  # fmt: skip
     # A driver copying the task's records, through the exactly-once Kafka sink.
     driver_port = free_port()
     sink = {"kafka": {"topic": f"{settings.topic}.copied", "partitions": 1}}
@@ -98,6 +116,7 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
         "operator": [f"127.0.0.1:{operator_port}"],
         "task": [f"127.0.0.1:{task_port}"],
         "driver": [f"127.0.0.1:{driver_port}"],
+        "lagging": [f"127.0.0.1:{port}" for _, port in lagging],
     }
     try:
         wait_for(lambda: _scraping(task_port), 60, "the task's metrics endpoint")
@@ -128,6 +147,8 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
             }
     finally:
         task.terminate()
+        for process, _ in lagging:
+            process.terminate()
         driver.terminate()
         driver.wait(60)
     # Fencing failures need a failure, and retention a CDC source: the rest of the
@@ -139,6 +160,16 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
     assert picture.stat().st_size > 10_000
     if wanted := os.environ.get("ONCEFLOW_DASHBOARD_PICTURE"):
         Path(wanted).write_bytes(picture.read_bytes())
+
+
+def _lagging_task(
+    bootstrap: str, connector: str, tmp_path: Path, config: dict[str, Any]
+) -> tuple[TaskProcess, int]:
+    port, workdir = free_port(), tmp_path / connector  # a task's files are named by number
+    workdir.mkdir()
+    desired = plan(bootstrap, tasks_max=1, connector=connector, config=config)
+    settings = only_task(desired, workdir).model_copy(update={"metrics_port": port})
+    return TaskProcess(settings, workdir).start(), port
 
 
 def _scraping(port: int) -> bool:

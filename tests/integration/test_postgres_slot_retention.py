@@ -22,6 +22,7 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 RETAINED = "onceflow_source_retained_bytes"
+BEHIND = "onceflow_source_bytes_behind"
 
 
 def _write_wal(dsn: str, table: str, rows: int) -> None:
@@ -57,6 +58,7 @@ def test_a_slot_left_behind_is_measured_and_degrades_the_source_over_its_limit(
         wait_for(lambda: connector.retention(config, {}) is not None, 60, "the task's slot")
         _write_wal(postgres_dsn, table, 200)
         wait_for(lambda: RETAINED in scrape(port), 60, "the task to export its slot's WAL")
+        wait_for(lambda: BEHIND in scrape(port), 60, "the task to export the WAL it is behind")
     finally:
         task.terminate()
 

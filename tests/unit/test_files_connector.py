@@ -336,3 +336,13 @@ def test_a_file_rewritten_before_any_line_was_taken_is_read_from_its_start(
     with log.open("ab") as out:
         out.write(b"next\n")
     assert _values(_task(str(tmp_path / "*.log"), _stored(records))) == [b"next"]
+
+
+def test_what_is_left_to_read_is_measured_by_the_sizes_last_seen(tmp_path: Path) -> None:
+    (tmp_path / "r.bin").write_bytes(b"AAAABBBBCCCCDD")
+    task = _task(str(tmp_path / "*.bin"), format="fixed", recordBytes=4, batchSize=2)
+    assert task.behind().bytes == 0, "nothing seen yet"
+    assert _values(task) == [b"AAAA", b"BBBB"]
+    assert task.behind().bytes == 6, "CCCC and the partial DD"
+    assert _values(task) == [b"CCCC"]
+    assert task.behind().bytes == 2

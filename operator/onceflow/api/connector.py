@@ -155,6 +155,14 @@ class Retention:
     """Where the limit comes from: a setting to raise, or the system's own cap."""
 
 
+@dataclass(frozen=True)
+class Behind:
+    """A task's lag behind its source system, in the unit the system counts in."""
+
+    bytes: int | None = None
+    records: int | None = None
+
+
 class SourceTask(ABC):
     """One unit of parallel work; owns a disjoint set of source partitions."""
 
@@ -180,6 +188,14 @@ class SourceTask(ABC):
         """How much the source system keeps for this task until it reads it (a slot's
         retained WAL), as last measured; exported as a gauge. Called between polls,
         so it must not do I/O itself: a task measures on its own schedule."""
+        return None
+
+    def behind(self) -> Behind | None:
+        """How far this task is behind what its source system holds now, as last
+        measured (WAL not yet delivered, bytes of files not yet read, records of
+        mirrored partitions not yet copied); exported as gauges, so a slow source shows
+        before its system fills up. Called between polls, without I/O, as
+        ``retained_bytes``. None: not measured."""
         return None
 
 

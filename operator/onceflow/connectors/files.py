@@ -32,6 +32,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from onceflow.api.connector import (
+    Behind,
     ConfigProblem,
     ConnectorError,
     OffsetRefusedError,
@@ -137,6 +138,8 @@ class FilesTask(SourceTask):
         self.max_line: int = config["maxLineBytes"]
         self.task_count: int = config["taskCount"]
         self.files: dict[str, TrackedFile] = {}
+        self.sizes: dict[str, int] = {}
+        """Each file's size at its last stat: what ``behind`` counts from."""
         self.next_first = 0
         self.scanned_at = float("-inf")
 
@@ -222,6 +225,8 @@ class FilesTask(SourceTask):
             if len(records) >= self.batch_size:
                 break
             found = self._stat(tracked)
+            if found is not None:
+                self.sizes[tracked.path] = found.st_size
             if found is None:
                 records += self._drain_deleted(tracked, self.batch_size - len(records))
             elif found.st_size > tracked.at.position:
@@ -237,7 +242,17 @@ class FilesTask(SourceTask):
         if not records:
             tracked.close()
             del self.files[tracked.path]
+            self.sizes.pop(tracked.path, None)
         return records
+
+    def behind(self) -> Behind:
+        """Bytes of the task's files not read yet, by the sizes last seen."""
+        return Behind(
+            bytes=sum(
+                max(0, self.sizes.get(path, tracked.at.position) - tracked.at.position)
+                for path, tracked in self.files.items()
+            )
+        )
 
     def _open(self, tracked: TrackedFile) -> FileIO | None:
         """A handle on the file, or None once it is gone. Unbuffered: every read is a

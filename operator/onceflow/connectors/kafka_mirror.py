@@ -36,6 +36,7 @@ from confluent_kafka import (
 )
 
 from onceflow.api.connector import (
+    Behind,
     ConfigProblem,
     ConnectorError,
     KafkaRead,
@@ -159,6 +160,8 @@ class KafkaMirrorTask(SourceTask):
         self.task_count: int = config["taskCount"]
         self.consumer = source_consumer(self.bootstrap, context.secrets)
         self.assigned: set[tuple[str, int]] = set()
+        self.copied_to: dict[tuple[str, int], int] = {}
+        """The next offset to copy, per partition that has had a record."""
         try:
             metadata = source_metadata(self.consumer, self.bootstrap, START_TIMEOUT_S)
             # Offsets belong to one cluster: pointing the mirror at another one (a new
@@ -254,6 +257,7 @@ class KafkaMirrorTask(SourceTask):
         if topic is None or partition is None or offset is None:
             raise ConnectorError(f"a message without a topic, partition or offset: {message}")
         kind, timestamp = message.timestamp()
+        self.copied_to[(topic, partition)] = offset + 1
         return SourceRecord(
             source_partition=self._partition_key(topic, partition),
             source_offset={"offset": offset + 1},
@@ -263,6 +267,18 @@ class KafkaMirrorTask(SourceTask):
             timestamp_ms=None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp,
             partition=partition if self.keep_partition else None,
         )
+
+    def behind(self) -> Behind | None:
+        """Records of the task's partitions not copied yet, from the end offsets the
+        consumer's last fetches brought (cached: no request between polls)."""
+        lag = 0
+        for (topic, partition), copied in self.copied_to.items():
+            _, end = self.consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+            if end >= 0:
+                lag += max(0, end - copied)
+        return Behind(records=lag) if self.copied_to else None
 
     def stop(self) -> None:
         self.consumer.close()

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from onceflow.api.connector import SourceTask
+
 _LABELS = ("source", "task")
 TRANSACTION_SIZE_MIN = Gauge(
     "onceflow_source_transaction_size_min", "Fewest records in one committed transaction", _LABELS
@@ -35,6 +37,17 @@ PRODUCER_FENCED = Counter(
 RETAINED_BYTES = Gauge(
     "onceflow_source_retained_bytes",
     "What the source system keeps until this task has read it (a replication slot's WAL)",
+    _LABELS,
+)
+BYTES_BEHIND = Gauge(
+    "onceflow_source_bytes_behind",
+    "What the source system holds that this task has not delivered yet, in bytes "
+    "(a CDC source's WAL, a files source's unread bytes)",
+    _LABELS,
+)
+RECORDS_BEHIND = Gauge(
+    "onceflow_source_records_behind",
+    "Records of the source system this task has not delivered yet (a mirror's lag)",
     _LABELS,
 )
 PAUSED = Gauge(
@@ -98,6 +111,13 @@ class TaskMetrics:
     def paused(self, holding: bool) -> None:
         PAUSED.labels(**self._labels).set(1 if holding else 0)
 
-    def retained(self, size: int | None) -> None:
+    def measured(self, task: SourceTask) -> None:
+        """What the task last measured of its source system, between polls."""
+        size = task.retained_bytes()
         if size is not None:
             RETAINED_BYTES.labels(**self._labels).set(size)
+        behind = task.behind()
+        if behind is not None and behind.bytes is not None:
+            BYTES_BEHIND.labels(**self._labels).set(behind.bytes)
+        if behind is not None and behind.records is not None:
+            RECORDS_BEHIND.labels(**self._labels).set(behind.records)

@@ -255,12 +255,12 @@ class TaskRunner:
     def _idle(self, task: SourceTask) -> None:
         """Nothing to write: the time to refresh what is measured outside commits (a
         stuck source commits nothing while its system keeps more and more for it)."""
-        self.metrics.retained(task.retained_bytes())
+        self.metrics.measured(task)
         self.stop.wait(IDLE_WAIT_S)
 
     def _made_durable(self, task: SourceTask, batch: PendingBatch, seconds: float) -> None:
         self.metrics.committed(len(batch.records), seconds)
-        self.metrics.retained(task.retained_bytes())
+        self.metrics.measured(task)
         for partition, offset in batch.offsets.values():
             shown = "/".join(str(v) for v in partition.values())
             values = list(offset.values())

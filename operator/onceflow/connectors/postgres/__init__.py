@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from onceflow.api.connector import (
+    Behind,
     ConfigProblem,
     Retention,
     SourceConnector,
@@ -54,6 +55,9 @@ class PostgresTask(SourceTask):
 
     def retained_bytes(self) -> int | None:
         return self.inner.retained_bytes()
+
+    def behind(self) -> Behind | None:
+        return self.inner.behind()
 
 
 class PostgresConnector(SourceConnector):

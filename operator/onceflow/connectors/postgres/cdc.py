@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 
 from onceflow.api.connector import (
+    Behind,
     ConnectorError,
     SourceRecord,
     SourceTask,
@@ -65,7 +66,7 @@ from onceflow.connectors.postgres.server_checks import (
     slot_problem,
 )
 from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
-from onceflow.connectors.postgres.slot_retention import retained_bytes
+from onceflow.connectors.postgres.slot_retention import slot_wal
 from onceflow.connectors.postgres.snapshot_reader import SegmentedSnapshot
 from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read, window_end
 from onceflow.connectors.settings import masked
@@ -164,6 +165,7 @@ class CdcTask(SourceTask):
         self.received = self.confirmable = self.quiet = 0
         self.status_at = 0.0
         self.retained: int | None = None
+        self.wal_behind: int | None = None
         self.snapshot_lost_at: float | None = None
 
     def _replication(self) -> ReplicationConnection:
@@ -490,14 +492,20 @@ class CdcTask(SourceTask):
             self._measure_retention()
 
     def _measure_retention(self) -> None:
-        """On the status schedule: what the slot keeps after what was just confirmed."""
+        """On the status schedule: what the slot keeps after what was just confirmed,
+        and how much WAL the server wrote past what the task delivered."""
         try:
-            self.retained = retained_bytes(self.sql, self.slot)
+            self.retained, current = slot_wal(self.sql, self.slot)
         except psycopg.Error as error:  # a gauge must never stop the task
             log.debug("retained WAL not measured: %s", error)
+            return
+        self.wal_behind = max(0, current - max(self.confirmable, self.quiet))
 
     def retained_bytes(self) -> int | None:
         return self.retained
+
+    def behind(self) -> Behind | None:
+        return None if self.wal_behind is None else Behind(bytes=self.wal_behind)
 
     # -- commits -----------------------------------------------------------------
 

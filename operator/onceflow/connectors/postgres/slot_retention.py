@@ -25,12 +25,20 @@ server invalidates the slot."""
 def retained_bytes(conn: psycopg.Connection[Any], slot: str) -> int | None:
     """WAL between the server's current position and the slot's restart position;
     None when the slot does not exist (yet)."""
+    return slot_wal(conn, slot)[0]
+
+
+def slot_wal(conn: psycopg.Connection[Any], slot: str) -> tuple[int | None, int]:
+    """(``retained_bytes``, the server's current WAL position), in one query."""
     found = conn.execute(
-        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
-        " FROM pg_replication_slots WHERE slot_name = %s",
+        "SELECT (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+        " FROM pg_replication_slots WHERE slot_name = %s),"
+        " pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
         (slot,),
     ).fetchone()
-    return None if found is None or found[0] is None else int(found[0])
+    assert found is not None, "a SELECT without FROM returns its row"
+    retained, current = found
+    return (None if retained is None else int(retained)), int(current)
 
 
 def keep_size_bytes(conn: psycopg.Connection[Any]) -> int | None:
