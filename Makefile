@@ -20,10 +20,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# KAFKA_BROKERS=3: the three-broker cluster (RF 3, min ISR 2) on ports 19092-19097,
+# beside the single broker the tests use by default.
+KAFKA_SCRIPT = $(if $(filter 3,$(KAFKA_BROKERS)),scripts/kafka-cluster.sh,scripts/kafka.sh)
+
 kafka-up: install
-	@bash scripts/kafka.sh up
+	@bash $(KAFKA_SCRIPT) up
 kafka-down:
-	@bash scripts/kafka.sh down
+	@bash $(KAFKA_SCRIPT) down
 
 k8s-build:
 	@bash scripts/k8s-build.sh
@@ -129,6 +133,7 @@ demo: install spark-jars
 clean:
 	-bash scripts/node.sh down
 	-bash scripts/kafka.sh down
+	-bash scripts/kafka-cluster.sh down
 	-bash scripts/k8s.sh down
 	-bash scripts/postgres.sh down
 	-bash scripts/s3proxy.sh down

@@ -9,22 +9,15 @@
 # AdminClient can list topics, so callers never race the broker.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pki.sh"
+source "$(dirname "$0")/kafka-common.sh"
 stdout_is_value
-KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
-LIBS="$ONCEFLOW_CACHE/kafka/$KAFKA_VERSION/libs"
 DIR="$ONCEFLOW_STATE/kafka"
 PIDFILE="$DIR/broker.pid"
-PYTHON="${PYTHON:-$ONCEFLOW_ROOT/.venv/bin/python}"
 KAFKA_NODE_PORT="${KAFKA_NODE_PORT:-$((KAFKA_PORT + 2))}"
 BOOTSTRAP="127.0.0.1:$KAFKA_PORT"
 NODE_BOOTSTRAP="$NODE_IP:$KAFKA_NODE_PORT"
-
-fetch_libs() {
-  maven_libs "$ONCEFLOW_ROOT/scripts/maven/kafka-broker/pom.xml" "${LIBS%/libs}" \
-    "kafka_2.13-$KAFKA_VERSION.jar" -Dkafka.version="$KAFKA_VERSION"
-}
 
 # The node listener's CA, certificate (for the node's address) and one SASL user.
 write_node_tls() {
@@ -79,42 +72,12 @@ transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=3
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-# Producers use transaction.timeout.ms <= 60 s; the broker must allow it.
-transaction.max.timeout.ms=900000
-# Abort timed-out transactions of dead producers within a few seconds, not the default 10 s.
-transaction.abort.timed.out.transaction.cleanup.interval.ms=2000
-# Topics are created on purpose (tasks and sinks do it), never by a stray metadata request.
-auto.create.topics.enable=false
+$(common_properties)
 PROPS
-  cat >"$DIR/log4j2.properties" <<PROPS
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = $DIR/broker.log
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.file.ref = file
-logger.kafka.name = kafka
-logger.kafka.level = info
-logger.request.name = kafka.request.logger
-logger.request.level = warn
-PROPS
+  write_log4j "$DIR"
 }
 
-java_cmd() {
-  java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$DIR/log4j2.properties" -cp "$LIBS/*" "$@"
-}
-
-broker_ready() {
-  "$PYTHON" - "$BOOTSTRAP" <<'PY'
-import sys
-from confluent_kafka.admin import AdminClient
-AdminClient({"bootstrap.servers": sys.argv[1], "socket.timeout.ms": 2000}).list_topics(timeout=2)
-PY
-}
+broker_ready() { brokers_answer "$BOOTSTRAP" 1; }
 
 # A broker started before the node network could exist lacks its listener: restarted.
 missing_node_listener() {
@@ -133,17 +96,10 @@ up() {
   stop_pidfile "$PIDFILE" kafka
   fetch_libs
   write_config
-  if [[ ! -f "$DIR/data/meta.properties" ]]; then
-    local cluster_id; cluster_id="$(java_cmd kafka.tools.StorageTool random-uuid)"
-    java_cmd kafka.tools.StorageTool format --standalone --ignore-formatted \
-      -t "$cluster_id" -c "$DIR/server.properties" >"$DIR/format.log"
-  fi
+  [[ -f "$DIR/data/meta.properties" ]] \
+    || format_storage "$DIR" "$(kafka_java "$DIR" 256m kafka.tools.StorageTool random-uuid)" --standalone
   log "starting Kafka $KAFKA_VERSION on $BOOTSTRAP"
-  # setsid: the broker must outlive the make/pytest process that started it.
-  setsid bash -c "exec java -Xms256m -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile='$DIR/log4j2.properties' -cp '$LIBS/*' kafka.Kafka '$DIR/server.properties'" \
-    >"$DIR/stdout.log" 2>&1 </dev/null 3>&- &
-  echo $! >"$PIDFILE"
+  start_broker "$DIR" 1g
   if ! wait_for "Kafka on $BOOTSTRAP" 120 broker_ready; then
     tail -30 "$DIR/broker.log" "$DIR/stdout.log" >&2 || true
     return 1

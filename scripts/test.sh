@@ -22,7 +22,7 @@ LATER=(tests/integration tests/conformance tests/e2e)
 was_up() { bash "scripts/$1.sh" status >/dev/null 2>&1; }
 KEEP="${ONCEFLOW_KEEP_SERVICES:-}"  # the caller's: the runs below always keep them
 STARTED=()
-for service in "${SHARED[@]}" node; do
+for service in "${SHARED[@]}" node kafka-cluster; do
   was_up "$service" || STARTED+=("$service")
 done
 stop_started() {

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.kafka_cluster import KafkaCluster
 from tests.support.node import Node
 from tests.support.spark_archive import spark_submit_options
 from tests.support.testbed import ScriptedService, spark_jars
@@ -74,6 +75,22 @@ def _service(script: str) -> Iterator[str]:
 def kafka_bootstrap() -> Iterator[str]:
     """``host:port`` of a real single-node KRaft broker."""
     yield from _service("kafka.sh")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_bootstrap() -> Iterator[str]:
+    """The bootstrap list of a real three-broker KRaft cluster (RF 3, min ISR 2)."""
+    yield from _service("kafka-cluster.sh")
+
+
+@pytest.fixture
+def kafka_cluster(kafka_cluster_bootstrap: str) -> Iterator[KafkaCluster]:
+    """The cluster for one test, whose killed or paused brokers run again after it."""
+    cluster = KafkaCluster(kafka_cluster_bootstrap)
+    try:
+        yield cluster
+    finally:
+        cluster.restore()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from onceflow.api.input_reset import InputReset
+from onceflow.api.pipeline import WorkloadState
 from onceflow.eos.consume import read_to_end
+from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
+from onceflow.logic.starting_position import batch_end_offsets
+from tests.support.copy_job import copy_job_settings
+from tests.support.drivers import die_between_sink_commit_and_checkpoint, driver_log, start_driver
 from tests.support.kafka import InputProducer, create_topic
 from tests.support.onceflow_run import start_run
 from tests.support.testbed import spark_jars
@@ -112,3 +118,52 @@ def test_a_stopped_job_reset_to_an_offset_replays_that_partition_from_there_only
     checkpoint = state / "default.copier.checkpoint"
     assert (checkpoint / "resets" / "1-back" / "offsets").is_dir(), "the new checkpoint"
     assert (checkpoint / "commits").is_dir(), "the old one is kept"
+
+
+def test_a_reset_finishes_the_batch_the_stopped_query_left_half_written_and_is_never_undone(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """A driver that died between its sink commit and Spark's commit log leaves a
+    batch in the output the checkpoint does not record. Resetting partition 0 to its
+    start must not write that batch's partition 1 records again (the old query finishes
+    it first), and a driver later told the job's own checkpoint (its status lost) must
+    not go back to it: it follows the reset."""
+    name = f"reset-{uuid.uuid4().hex[:6]}"
+    source = create_topic(kafka_bootstrap, f"{name}.in", partitions=2)
+    copied = f"{name}.copied"
+    producer = InputProducer(kafka_bootstrap, source)
+    _produce(producer, range(FIRST))
+    sink = {"kafka": {"topic": copied, "partitions": 2}}
+    settings = copy_job_settings(kafka_bootstrap, source, tmp_path, sink, maxOffsetsPerTrigger=60)
+    in_flight = die_between_sink_commit_and_checkpoint(settings, tmp_path)
+    checkpoint = Path(settings.checkpoint_location)
+    entry = checkpoint / "offsets" / str(in_flight)
+    batch_end = batch_end_offsets(entry.read_text(), [source], str(entry))[source]
+    assert 0 < batch_end[0] + batch_end[1] < 2 * FIRST, "the half-written batch is a part"
+
+    applied = input_reset_outcome(
+        InputReset.model_validate({"id": "p0", "acknowledgeReplays": True,
+                                   "offsets": [{"topic": source, "partition": 0, "offset": 0}]}),
+        None, WorkloadState.STOPPED, True, settings.sink, [source],
+    )  # fmt: skip
+    reset = with_input_reset(settings, applied)
+    expected = Counter(f"p{p}-{n}" for p in (0, 1) for n in range(FIRST))
+    expected.update(f"p0-{n}" for n in range(batch_end[0]))  # the replay asked for
+    driver = start_driver(reset, tmp_path)
+    try:
+        wait_for(lambda: _copied(kafka_bootstrap, copied) == expected, 240, "the replay")
+    finally:
+        driver.terminate()
+        driver.wait(60)
+    assert (checkpoint / "commits" / str(in_flight)).exists(), "the old query finished it"
+
+    # Its status lost, the job is told its own checkpoint again: it runs on the reset's.
+    _produce(producer, range(FIRST, FIRST + MORE))
+    expected.update(f"p{p}-{n}" for p in (0, 1) for n in range(FIRST, FIRST + MORE))
+    driver = start_driver(settings, tmp_path)
+    try:
+        wait_for(lambda: _copied(kafka_bootstrap, copied) == expected, 240, "the new records")
+    finally:
+        driver.terminate()
+        driver.wait(60)
+    assert "was reset to 1-p0 since" in driver_log(tmp_path)

@@ -83,6 +83,12 @@ def test_an_lsn_is_taken_from_the_slots_confirmed_position_to_the_servers_curren
             assert behind in refused[0]
             assert "cannot be honoured" in refused[0] and "a new slot name" in refused[0]
             assert f"lsn {beyond}: beyond the server's current WAL position" in refused[5]
+
+            # A partition of another database system: stored where no task would read it.
+            elsewhere = {"system": str(int(system) + 1), "slot": slot}
+            entry = (elsewhere, connector.alter_offset(config, elsewhere, {"lsn": between}))
+            foreign = connector.check_offsets(config, {}, [entry])
+            assert f"partition system {int(system) + 1} is not this database" in foreign[0]
         finally:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
@@ -93,8 +99,7 @@ def test_an_lsn_is_taken_from_the_slots_confirmed_position_to_the_servers_curren
 
 
 def test_an_lsn_for_a_slot_that_does_not_exist_is_refused(postgres_dsn: str) -> None:
-    """The check does not compare the partition's system with the server's: any
-    identifier of the listed shape does here."""
+    """The slot's absence is said first, whatever system the partition names."""
     slot = f"gone_{uuid.uuid4().hex[:8]}"
     config = {"url": postgres_dsn, "tables": ["public.gone"], "slot": slot}
     connector = PostgresConnector()

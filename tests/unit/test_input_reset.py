@@ -6,6 +6,7 @@ the driver's starting position for every partition."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from onceflow.api.pipeline import WorkloadState
 from onceflow.api.spark import Sink, SparkJobSettings, Transform
 from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.starting_position import (
+    OffsetLogError,
     batch_end_offsets,
     starting_offsets,
     unknown_partitions,
@@ -59,7 +61,7 @@ def test_a_reset_waits_for_the_stop_to_be_fenced_then_applies_once() -> None:
     assert input_reset_outcome(reset(), None, STOPPED, False, KAFKA, TOPICS) is None
     applied = input_reset_outcome(reset(), None, STOPPED, True, KAFKA, TOPICS)
     assert applied is not None and applied.result is InputResetResult.APPLIED
-    assert (applied.checkpoint, applied.continues_from) == ("resets/1-r1", None)
+    assert applied.checkpoint == "resets/1-r1"
     assert input_reset_outcome(reset(), applied, STOPPED, True, KAFKA, TOPICS) is None
 
 
@@ -68,8 +70,7 @@ def test_each_reset_gets_a_checkpoint_never_used_before_even_for_an_id_used_agai
     second = input_reset_outcome(reset("b"), first, STOPPED, True, KAFKA, TOPICS)
     again = input_reset_outcome(reset("a"), second, STOPPED, True, KAFKA, TOPICS)
     assert second is not None and again is not None
-    assert (second.checkpoint, second.continues_from) == ("resets/2-b", "resets/1-a")
-    assert (again.checkpoint, again.continues_from) == ("resets/3-a", "resets/2-b")
+    assert (second.checkpoint, again.checkpoint) == ("resets/2-b", "resets/3-a")
 
 
 def test_a_refusal_keeps_the_reset_in_force() -> None:
@@ -115,13 +116,12 @@ def test_the_driver_runs_on_the_reset_checkpoint_from_its_position() -> None:
     )
     settings = with_input_reset(_settings(), by_time)
     assert settings.checkpoint_location == "/cp/resets/1-a"
-    assert settings.starting_timestamp == 1700 and settings.continue_from_checkpoint is None
+    assert settings.starting_timestamp == 1700
     offsets = [{"topic": "in", "partition": 1, "offset": 7}]
     by_offsets = input_reset_outcome(reset("b", offsets=offsets), by_time, STOPPED, True, KAFKA,
                                      TOPICS)  # fmt: skip
     settings = with_input_reset(_settings(), by_offsets)
     assert settings.checkpoint_location == "/cp/resets/2-b"
-    assert settings.continue_from_checkpoint == "/cp/resets/1-a"
     assert settings.starting_partition_offsets == [InputOffset(topic="in", partition=1, offset=7)]
     assert settings.starting_timestamp is None
 
@@ -140,12 +140,29 @@ def test_partitions_not_named_go_on_where_the_last_finished_batch_ended() -> Non
             json.dumps({"in": {"0": 40, "1": 41, "2": 42}, "other": {"0": 9}}),
         ]
     )
-    resumed = batch_end_offsets(log_entry, TOPICS)
+    resumed = batch_end_offsets(log_entry, TOPICS, "offsets/7")
     assert resumed == {"in": {0: 40, 1: 41, 2: 42}}
     given = [InputOffset(topic="in", partition=1, offset=7)]
     chosen = json.loads(starting_offsets({"in": [0, 1, 2, 3]}, given, resumed, "earliest"))
     assert chosen == {"in": {"0": 40, "1": 7, "2": 42, "3": -2}}, "3 is new: from its start"
     assert json.loads(starting_offsets({"in": [0]}, [], {}, "latest")) == {"in": {"0": -1}}
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("", "not a Spark offset log entry"),
+        ('v1\n{}\n{"other": {"0": 1}}', "no offsets of in (format v1)"),
+    ],
+)
+def test_an_offset_log_entry_read_wrong_is_refused_not_guessed(entry: str, says: str) -> None:
+    with pytest.raises(OffsetLogError, match=re.escape(says)):
+        batch_end_offsets(entry, TOPICS, "offsets/3")
+
+
+def test_a_newer_offset_log_naming_its_sources_is_read() -> None:
+    entry = 'v2\n{}\nkafka:{"in": {"0": 5}}'
+    assert batch_end_offsets(entry, TOPICS, "offsets/3") == {"in": {0: 5}}
 
 
 def test_offsets_of_partitions_the_topic_lacks_are_named() -> None:

@@ -93,7 +93,7 @@ def test_forgetting_needs_no_connector_and_every_entry_is_kept_in_order() -> Non
     assert applying.result is OffsetsChangeResult.APPLYING and applying.reset
     assert applying.writing == (({"stream": "s1"}, None), ({"stream": "s0"}, {"seq": 3}))
     done = applied(applying, 2)
-    assert done.applied and done.partitions == 2 and not done.writing
+    assert done.result is OffsetsChangeResult.APPLIED and done.partitions == 2 and not done.writing
     assert "every stored offset forgotten" in done.message
 
 

@@ -419,7 +419,7 @@ def test_a_stuck_task_of_a_stopped_transactional_source_is_fenced_not_waited_for
 # -- offsets changes: refused unless stopping, applied once stopped, once per id -------
 
 
-REFUSED = OffsetsChangeResult.REFUSED
+REFUSED, APPLIED = OffsetsChangeResult.REFUSED, OffsetsChangeResult.APPLIED
 
 
 def with_change(d: DesiredGeneration, change_id: str = "c1") -> DesiredGeneration:
@@ -467,8 +467,9 @@ def _walk_offsets_change(
             if count != crash_at:  # else written, but the outcome never recorded
                 world.record = step.record.with_offsets_change(applied(change, 1))
             continue
-        assert not written or (world.record is not None and world.record.offsets_change), (
-            "the source moved on while its change was half written"
+        pending = world.record.offsets_change if world.record is not None else None
+        assert pending is None or not pending.applying, (
+            f"{type(step).__name__} while the change was half written"
         )
         world.execute(step, asked, crash_inside_fence=count == crash_at)
         if isinstance(step, (WaitGone, BackOff, Stop)):
@@ -485,7 +486,7 @@ def test_an_offsets_change_is_applied_once_the_stop_is_fenced_and_never_twice(
     wanted = with_change(in_state(d, STOPPED))
     written = _walk_offsets_change(world, wanted, crash_at, then=wanted)
     assert world.record is not None and world.record.offsets_change is not None
-    assert world.record.offsets_change.applied
+    assert world.record.offsets_change.result is APPLIED
     assert written == ["c1"] * len(written) and 1 <= len(written) <= 2
     resumed = next_step(world.record, with_change(d), Observed(), FenceFailures(), 0)
     assert isinstance(resumed, RecordIntent) and resumed.record.state is RUNNING, (
@@ -506,7 +507,7 @@ def test_a_change_half_written_is_finished_before_a_resume_moves_anything(
         world, with_change(in_state(d, STOPPED)), crash_at, then=with_change(d)
     )
     assert world.record is not None and world.record.offsets_change is not None
-    assert world.record.offsets_change.applied, world.record.offsets_change
+    assert world.record.offsets_change.result is APPLIED, world.record.offsets_change
     assert world.record.state is RUNNING and sorted(world.started) == [0, 1]
     assert written and set(written) == {"c1"}
 

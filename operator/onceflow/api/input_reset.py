@@ -130,19 +130,10 @@ class InputResetStatus(ApiModel):
         description="The checkpoint of the reset in force, under the job's own "
         f"({RESETS_DIRECTORY}/<n>-<id>: numbered, so an id used again gets a new one).",
     )
-    continues_from: str | None = Field(
-        default=None,
-        description="The checkpoint before it (none: the job's own): partitions the "
-        "reset does not name go on from there.",
-    )
 
-    def checkpoints(self, base: str) -> tuple[str, str] | None:
-        """(the checkpoint in force, the one it continues from) under ``base``; None
-        while no reset was ever applied."""
-        if self.checkpoint is None:
-            return None
-        before = f"{base.rstrip('/')}/{self.continues_from}" if self.continues_from else base
-        return f"{base.rstrip('/')}/{self.checkpoint}", before
+    def checkpoint_in(self, base: str) -> str | None:
+        """The checkpoint in force under ``base``; None while no reset was applied."""
+        return f"{base.rstrip('/')}/{self.checkpoint}" if self.checkpoint else None
 
     def next_checkpoint(self, reset_id: str) -> str:
         """Where a reset applied after this one runs."""

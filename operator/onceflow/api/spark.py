@@ -763,7 +763,9 @@ class SparkJobSettings(ApiModel):
         "continueFromCheckpoint's last finished batch (or startingOffsets without one).",
     )
     continue_from_checkpoint: str | None = Field(
-        default=None, description="The checkpoint the job ran on before its input reset."
+        default=None,
+        description="Set by the driver itself (spark.reset_checkpoint): the checkpoint "
+        "whose last finished batch the partitions an input reset does not name go on from.",
     )
     max_offsets_per_trigger: int | None = Field(default=None, ge=1)
     value_schema: str | None = Field(default=None, description="input.valueSchema.")

@@ -46,13 +46,17 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.eos.offset_changes import listed, stored_partitions, write_offsets_change
+from onceflow.eos.offset_changes import (
+    SystemVerdict,
+    judged_change,
+    listed,
+    write_offsets_change,
+)
 from onceflow.eos.offsets import carry_offsets, ensure_offsets_topic, read_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
 from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
-from onceflow.logic.offsets_change import checked, refused_by_its_system
 from onceflow.logic.pod_health import pods_problem
 from onceflow.logic.protocol import (
     BackOff,
@@ -383,40 +387,34 @@ class SourceReconciler:
     def _check_offsets(
         self, source: KafkaSource, desired: DesiredTasks, step: CheckOffsets
     ) -> OffsetsOutcome:
-        """The change as the connector and then its source system judge it; the system
-        is asked on the source systems' threads (its answer wakes a later pass), and a
-        system that cannot answer fails the pass, to be asked again: a refusal is for
-        good, and an outage is not the change's fault."""
-        connector = self.connectors(source.spec.connector.type)
-        config = source.spec.connector.config
+        """The source system is asked on the source systems' threads (its answer wakes a
+        later pass); one that cannot answer fails the pass, to be asked again: a refusal
+        is for good, and an outage is not the change's fault."""
         namespace, name = source.metadata.namespace, source.metadata.name
-        stored = (
-            stored_partitions(
-                desired.bootstrap_servers,
-                step.record.offsets_topic,
-                f"{namespace}/{name}",
+        secrets = self._connector_secrets(source)
+
+        def ask(call: Callable[[], SystemVerdict]) -> SystemVerdict:
+            return self.source_systems.answer(
+                ("offsets", namespace, name, step.request.id, _digest(source, secrets)),
+                call,
+                then=lambda _: self.answered(namespace, name),
+            )
+
+        try:
+            return judged_change(
+                step,
+                self.connectors(source.spec.connector.type),
+                source.spec.connector.config,
+                secrets,
+                ask,
+                bootstrap=desired.bootstrap_servers,
+                owner=f"{namespace}/{name}",
                 legacy_owner=name,
                 extra=self._kafka_config(desired.pipeline),
             )
-            if step.request.reset
-            else []
-        )
-        outcome = checked(connector, config, step.request, stored)
-        if not outcome.applying:
-            return outcome
-        secrets = self._connector_secrets(source)
-        try:
-            why = self.source_systems.answer(
-                ("offsets", namespace, name, step.request.id, _digest(source, secrets)),
-                lambda: connector.check_offsets(config, secrets, outcome.writing),
-                then=lambda _: self.answered(namespace, name),
-            )
         except StillAskingError:
-            message = (
-                f"asking the source system whether offsets change {step.request.id} can be set"
-            )
+            message = f"asking the source system whether change {step.request.id} can be set"
             raise RetryLaterError(message, SOURCE_SYSTEM_POLL_S) from None
-        return refused_by_its_system(outcome, why)
 
     def _connector_secrets(self, source: KafkaSource) -> dict[str, str]:
         secret_ref = source.spec.connector.secret_ref

@@ -14,10 +14,10 @@ is gone (``read_offsets`` prefers the current owner, and falls back to the legac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from onceflow.api.connector import SourceOffset, SourcePartition
+from onceflow.api.connector import SourceConnector, SourceOffset, SourcePartition
 from onceflow.eos.offsets import (
     ensure_offsets_topic,
     offset_key,
@@ -26,9 +26,9 @@ from onceflow.eos.offsets import (
     stored_partition,
 )
 from onceflow.eos.writer import TransactionalWriter
-from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.offsets_change import applied
-from onceflow.logic.protocol import WriteOffsets
+from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
+from onceflow.logic.offsets_change import applied, checked, refused_by_its_system
+from onceflow.logic.protocol import CheckOffsets, WriteOffsets
 from onceflow.model.names import offsets_change_transactional_id
 
 OffsetEntries = Sequence[tuple[SourcePartition, SourceOffset | None]]
@@ -95,6 +95,42 @@ def write_offsets_change(
         extra=extra,
     )
     return step.record.with_offsets_change(applied(change, written))
+
+
+SystemVerdict = Mapping[int, str]
+"""Why the source system refuses entries of a change, by index (``check_offsets``)."""
+
+
+def judged_change(
+    step: CheckOffsets,
+    connector: SourceConnector,
+    config: Mapping[str, Any],
+    secrets: Mapping[str, str],
+    ask: Callable[[Callable[[], SystemVerdict]], SystemVerdict],
+    *,
+    bootstrap: str,
+    owner: str,
+    legacy_owner: str,
+    extra: Mapping[str, str] | None = None,
+) -> OffsetsOutcome:
+    """The protocol's CheckOffsets step, for the operator and ``onceflow run`` alike:
+    the change as the connector judges it (what a reset would forget included), then
+    its source system, through ``ask`` (the caller's way to call a tenant's system:
+    on a thread of its own, within a deadline)."""
+    stored = (
+        stored_partitions(
+            bootstrap, step.record.offsets_topic, owner, legacy_owner=legacy_owner, extra=extra
+        )
+        if step.request.reset
+        else []
+    )
+    outcome = checked(connector, config, step.request, stored)
+    if not outcome.applying:
+        return outcome
+    writing = outcome.writing
+    return refused_by_its_system(
+        outcome, ask(lambda: connector.check_offsets(config, secrets, writing))
+    )
 
 
 def stored_partitions(

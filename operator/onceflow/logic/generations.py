@@ -36,10 +36,6 @@ class OffsetsOutcome:
     writing: OffsetEntries = ()
 
     @property
-    def applied(self) -> bool:
-        return self.result is OffsetsChangeResult.APPLIED
-
-    @property
     def applying(self) -> bool:
         return self.result is OffsetsChangeResult.APPLYING
 

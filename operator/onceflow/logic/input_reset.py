@@ -40,7 +40,6 @@ def input_reset_outcome(
     kept = {
         "in_force": recorded.in_force if recorded else None,
         "checkpoint": recorded.checkpoint if recorded else None,
-        "continues_from": recorded.continues_from if recorded else None,
     }
     refusal = _refusal(request, desired, sink, topics)
     if refusal is not None:
@@ -58,7 +57,6 @@ def input_reset_outcome(
         "once running; the old checkpoint is kept",
         in_force=request,
         checkpoint=checkpoint,
-        continues_from=before.checkpoint,
     )
 
 
@@ -92,17 +90,15 @@ def with_input_reset(
 ) -> SparkJobSettings:
     """The driver's settings with the reset in force: its checkpoint, and the starting
     position its first driver reads (Spark ignores it once the checkpoint has a batch)."""
-    paths = recorded.checkpoints(settings.checkpoint_location) if recorded else None
-    if recorded is None or recorded.in_force is None or paths is None:
+    checkpoint = recorded.checkpoint_in(settings.checkpoint_location) if recorded else None
+    if recorded is None or recorded.in_force is None or checkpoint is None:
         return settings
     reset = recorded.in_force
-    checkpoint, before = paths
     return settings.model_copy(
         update={
             "checkpoint_location": checkpoint,
             "starting_offsets": reset.starting_offsets or settings.starting_offsets,
             "starting_timestamp": reset.starting_timestamp,
             "starting_partition_offsets": reset.offsets,
-            "continue_from_checkpoint": before if reset.offsets else None,
         }
     )

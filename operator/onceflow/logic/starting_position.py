@@ -21,14 +21,24 @@ EARLIEST, LATEST = -2, -1
 """Spark's own markers for "the partition's start" and "its end" in startingOffsets."""
 
 
-def batch_end_offsets(log_entry: str, topics: Sequence[str]) -> Positions:
+class OffsetLogError(ValueError):
+    """An offset log entry this driver cannot read: it must not guess a position."""
+
+
+def batch_end_offsets(log_entry: str, topics: Sequence[str], where: str) -> Positions:
     """The end offsets of ``topics`` in one entry of Spark's offset log: a version
-    line, the batch's metadata, then one JSON line per source (``{topic: {partition:
-    offset}}`` for Kafka)."""
+    line, the batch's metadata, then one line per source (``{topic: {partition:
+    offset}}`` for Kafka; a newer format puts the source's name and a colon first).
+    Raises naming ``where`` when it holds none of them: read wrong, every partition
+    would start over (a topic the job reads since its stop is new to it, and may)."""
+    lines = log_entry.splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise OffsetLogError(f"{where}: not a Spark offset log entry")
     found: Positions = {}
-    for line in log_entry.splitlines()[2:]:
+    for line in lines[2:]:
+        body = line if line.startswith("{") else line.partition(":")[2]
         try:
-            source = json.loads(line)
+            source = json.loads(body)
         except json.JSONDecodeError:
             continue
         if not isinstance(source, dict):
@@ -36,6 +46,11 @@ def batch_end_offsets(log_entry: str, topics: Sequence[str]) -> Positions:
         for topic, offsets in source.items():
             if topic in topics and isinstance(offsets, dict):
                 found[topic] = {int(p): int(o) for p, o in offsets.items()}
+    if not found:
+        raise OffsetLogError(
+            f"{where}: no offsets of {', '.join(topics)} (format {lines[0]}); the stopped "
+            "job's position of the partitions the reset does not name is unknown"
+        )
     return found
 
 

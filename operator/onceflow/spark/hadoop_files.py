@@ -35,3 +35,28 @@ def read_text(spark: Any, file: str) -> str:
         return bytes(raw).decode()
     finally:
         stream.close()
+
+
+def names_in(spark: Any, directory: str) -> list[str]:
+    """The entries of ``directory`` (none when it does not exist)."""
+    path, fs = _file_system(spark, directory)
+    if not fs.exists(path):
+        return []
+    return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+
+def exists(spark: Any, file: str) -> bool:
+    path, fs = _file_system(spark, file)
+    return bool(fs.exists(path))
+
+
+def replace_text(spark: Any, file: str, text: str) -> None:
+    """Writes ``file`` whole (a reader sees the old or the new text on stores with an
+    atomic overwrite; the caller never depends on more than one writer)."""
+    path, fs = _file_system(spark, file)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode()))
+        stream.hsync()
+    finally:
+        stream.close()

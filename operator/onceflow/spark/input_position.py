@@ -55,6 +55,5 @@ def _last_finished(spark: Any, settings: SparkJobSettings) -> Positions:
     batch = last_batch(spark, f"{before.rstrip('/')}/commits")
     if batch < 0:
         return {}
-    return batch_end_offsets(
-        read_text(spark, f"{before.rstrip('/')}/offsets/{batch}"), settings.topics
-    )
+    entry = f"{before.rstrip('/')}/offsets/{batch}"
+    return batch_end_offsets(read_text(spark, entry), settings.topics, entry)

@@ -32,6 +32,7 @@ from onceflow.spark.kafka_sink import (
 )
 from onceflow.spark.postgres_sink import ExactlyOncePostgresSink, PostgresTarget
 from onceflow.spark.progress import flush, report_progress
+from onceflow.spark.reset_checkpoint import prepare_checkpoint
 from onceflow.spark.transform_code import transform_function
 
 INPUT_VIEW = "input"
@@ -90,13 +91,16 @@ def apply_transform(spark: Any, frame: Any, settings: SparkJobSettings) -> Any:
     return transform_function(spark, transform, settings.transform_dir)(frame)
 
 
-def stream_writer(frame: Any, settings: SparkJobSettings) -> Any:
-    """The query's name, checkpoint and trigger: the same whichever sink follows."""
+def stream_writer(frame: Any, settings: SparkJobSettings, single_trigger: bool = False) -> Any:
+    """The query's name, checkpoint and trigger: the same whichever sink follows.
+    ``single_trigger``: one batch, then stop (after a restart, the batch in flight)."""
     writer = (
         frame.writeStream.queryName(settings.job)
         .option("checkpointLocation", settings.checkpoint_location)
         .outputMode(settings.output_mode.value)
     )
+    if single_trigger:
+        return writer.trigger(once=True)
     if settings.trigger.available_now:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=settings.trigger.spark_interval)
@@ -114,13 +118,13 @@ def checkpoint_identity(
     )
 
 
-def start_query(spark: Any, settings: SparkJobSettings) -> Any:
+def start_query(spark: Any, settings: SparkJobSettings, single_trigger: bool = False) -> Any:
     """Starts the query; the caller waits on it."""
     output = apply_transform(spark, read_input(spark, settings), settings)
     sink = settings.sink
     if sink.kafka is not None:
         check_kafka_columns(output.dtypes)
-    writer = stream_writer(output, settings)
+    writer = stream_writer(output, settings, single_trigger)
     # The transactional sink is the `enabled` step's switch (DESIGN 3.3): before it, the
     # job writes through Spark's own sink, as every producer of the pipeline does.
     exactly_once = settings.mode is ExactlyOnceMode.ENABLED
@@ -158,7 +162,7 @@ def start_query(spark: Any, settings: SparkJobSettings) -> Any:
         )
         placed = with_output_partition(output, sink.kafka.partitions)
         return (
-            stream_writer(placed, settings)
+            stream_writer(placed, settings, single_trigger)
             .format("kafka")
             .option("kafka.bootstrap.servers", settings.bootstrap_servers)
             .options(**java_kafka_options(settings))
@@ -203,6 +207,9 @@ def run_job(settings: SparkJobSettings) -> int:
     settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
     annotator = report_progress(spark, settings.job, settings.metrics_port)
+    settings = prepare_checkpoint(
+        spark, settings, lambda old: start_query(spark, old, single_trigger=True).awaitTermination()
+    )
     query = start_query(spark, settings)
     query.awaitTermination()
     flush(annotator)  # a drained availableNow run's last batch

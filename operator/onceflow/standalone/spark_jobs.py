@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from onceflow.api import Pipeline
@@ -47,7 +47,9 @@ class PlannedSparkJob:
     """transform.configMap's files, written to ``settings.transform_dir`` likewise."""
     state: WorkloadState = WorkloadState.RUNNING
     """The job's spec.state combined with its Pipeline's."""
-    input_reset: InputReset | None = None
+    input_reset: InputReset | None = field(default=None, compare=False)
+    """Taken when the job is held (``logic.input_reset``): a new one is no reason to
+    restart a running driver, whose settings it does not change until applied."""
 
 
 def plan_spark_job(

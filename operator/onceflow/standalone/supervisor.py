@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,11 @@ from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.eos.offset_changes import stored_partitions, write_offsets_change
+from onceflow.eos.offset_changes import judged_change, write_offsets_change
 from onceflow.eos.offsets import OffsetsTopicError, carry_offsets
 from onceflow.eos.writer import WRITE_FAILURES
 from onceflow.logic.fence_backoff import FenceFailures
 from onceflow.logic.generations import GenerationRecord
-from onceflow.logic.offsets_change import checked, refused_by_its_system
 from onceflow.logic.protocol import (
     BackOff,
     CheckOffsets,
@@ -323,38 +323,27 @@ class SourceSupervisor:
         return True
 
     def _check_offsets(self, step: CheckOffsets) -> bool:
-        """The change as the connector and then its source system judge it. False when
-        the system could not answer: asked again on a later pass (a refusal is for
-        good, and an outage is not the change's fault)."""
+        """False when Kafka or the source system could not answer: asked again on a
+        later pass (a refusal is for good, and an outage is not the change's fault)."""
         source = self.desired.source
-        connector = load_connector(source.spec.connector.type)
-        config = source.spec.connector.config
-        stored = (
-            stored_partitions(
-                self.desired.bootstrap_servers,
-                step.record.offsets_topic,
-                f"{source.metadata.namespace}/{self.name}",
+        ref = source.spec.connector.secret_ref
+        try:
+            outcome = judged_change(
+                step,
+                load_connector(source.spec.connector.type),
+                source.spec.connector.config,
+                dict(self.secrets.get(ref.name, {})) if ref else {},
+                partial(within, CHECK_DEADLINE_S),
+                bootstrap=self.desired.bootstrap_servers,
+                owner=f"{source.metadata.namespace}/{self.name}",
                 legacy_owner=self.name,
             )
-            if step.request.reset
-            else []
-        )
-        outcome = checked(connector, config, step.request, stored)
-        if outcome.applying:
-            ref = source.spec.connector.secret_ref
-            secrets = dict(self.secrets.get(ref.name, {})) if ref else {}
-            try:
-                why = within(
-                    CHECK_DEADLINE_S,
-                    lambda: connector.check_offsets(config, secrets, outcome.writing),
-                )
-            except Exception as error:  # a source system's or a connector's failure
-                self.say(
-                    f"{self.name}: offsets change {step.request.id}: the source system "
-                    f"did not answer ({error}); asking again"
-                )
-                return False
-            outcome = refused_by_its_system(outcome, why)
+        except Exception as error:  # Kafka's, a source system's or a connector's failure
+            self.say(
+                f"{self.name}: offsets change {step.request.id} not checked yet ({error}); "
+                "asking again"
+            )
+            return False
         self._store_offsets_change(step.record.with_offsets_change(outcome))
         return True
 

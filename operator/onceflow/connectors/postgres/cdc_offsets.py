@@ -298,6 +298,7 @@ def check_cdc_offsets(
         ):
             problem = slot_problem(conn, slot)
             positions = slot_positions(conn, slot)
+            system = _system_identifier(conn)
     except psycopg.Error as error:
         raise SettingError(
             "url", f"asking the database failed: {masked(str(error), secrets)}"
@@ -305,4 +306,24 @@ def check_cdc_offsets(
     if problem is not None:
         return dict.fromkeys(asked, str(problem))
     refused = {index: lsn_refusal(slot, lsn, positions) for index, lsn in asked.items()}
+    if system is not None:
+        for index in asked:
+            named = str(entries[index][0].get("system"))
+            if named != system and refused[index] is None:
+                refused[index] = (
+                    f"partition system {named} is not this database system's ({system}): "
+                    "no task would ever read the offset; copy the partition `onceflow "
+                    "offsets list` prints"
+                )
     return {index: why for index, why in refused.items() if why is not None}
+
+
+def _system_identifier(conn: psycopg.Connection[Any]) -> str | None:
+    """The database system's identifier, which names a CDC source's partition; None
+    where the server does not let this user read it (managed services may not)."""
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return None
+    return None if row is None else str(row[0])

@@ -1,0 +1,106 @@
+"""A transactional source on a three-broker cluster (RF 3, min ISR 2) through the faults
+one broker never shows: the leader of a partition killed while a transaction is open
+on it, the transaction coordinator of a task's id killed, and a leader paused past the
+replica lag time (it still believes it leads while the others move on). Each fault is
+asserted to have landed where it was aimed; the topic, read committed, holds every
+stream's numbers once each, in order."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from onceflow.eos.audit_reader import read_sequences
+from onceflow.logic.audit import audit_sequences
+from tests.e2e.test_standalone_run import _manifests
+from tests.support.kafka import offsets_written
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.onceflow_run import start_run
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.kafka_cluster, pytest.mark.alone]  # it kills shared brokers
+
+STREAMS, LIMIT = 4, 3000
+DOWN_S = 8  # long enough for leadership and coordination to move
+
+
+def _source(bootstrap: str, name: str) -> str:
+    documents = list(yaml.safe_load_all(_manifests(bootstrap, name, tasks_max=2)))
+    spec: dict[str, Any] = documents[1]["spec"]
+    spec["connector"]["config"] |= {"streams": STREAMS, "limit": LIMIT, "pollIntervalMs": 20}
+    # Transactions 2 s long: a broker killed at a random moment meets one open.
+    spec |= {"transactionBoundary": "interval", "transactionBoundaryIntervalMs": 2000}
+    return yaml.safe_dump_all(documents)
+
+
+def _when_open(cluster: KafkaCluster, topic: str, partition: int) -> None:
+    wait_for(
+        lambda: cluster.open_transaction_on(topic, partition),
+        30,
+        f"a transaction open on {topic}/{partition}",
+        interval_s=0.05,
+    )
+
+
+def _exact(bootstrap: str, topic: str) -> bool:
+    if offsets_written(bootstrap, topic) < STREAMS * LIMIT:
+        return False
+    pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    return audit_sequences(pairs, expect=LIMIT, key_count=STREAMS, unparsable=unparsable).ok
+
+
+def test_leader_and_coordinator_kills_and_a_paused_leader_lose_and_repeat_nothing(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    bootstrap, name = kafka_cluster.bootstrap, f"bf-{uuid.uuid4().hex[:6]}"
+    topic = f"{name}.counts"
+    manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
+    manifest.write_text(_source(bootstrap, name))
+    run = start_run(manifest, state, log)
+    landed: list[str] = []
+    try:
+        wait_for(lambda: offsets_written(bootstrap, topic) > 200, 120, "the first records")
+
+        # The leader of partition 0, killed while a transaction is open on it.
+        _when_open(kafka_cluster, topic, 0)
+        leader = kafka_cluster.leader(topic, 0)
+        kafka_cluster.kill(leader)
+        landed.append(f"leader {leader} of {topic}/0 killed inside a transaction")
+        time.sleep(DOWN_S)
+        kafka_cluster.start(leader)
+
+        # The coordinator of task 0's transactional id, killed while it has one open.
+        record = json.loads((state / "default.counter.json").read_text())
+        transactional_id = record["transactionalIds"][0]
+        coordinator = kafka_cluster.coordinator(transactional_id)
+        _when_open(kafka_cluster, topic, 0)
+        assert kafka_cluster.coordinator(transactional_id) == coordinator
+        kafka_cluster.kill(coordinator)
+        landed.append(f"coordinator {coordinator} of {transactional_id} killed")
+        time.sleep(DOWN_S)
+        kafka_cluster.start(coordinator)
+
+        # A leader paused past replica.lag.time.max.ms: still leading, to itself.
+        wait_for(kafka_cluster.all_answer, 120, "every broker back")
+        _when_open(kafka_cluster, topic, 1)
+        paused = kafka_cluster.leader(topic, 1)
+        kafka_cluster.pause(paused)
+        landed.append(f"leader {paused} of {topic}/1 paused inside a transaction")
+        time.sleep(2 * DOWN_S)
+        kafka_cluster.resume(paused)
+
+        wait_for(lambda: _exact(bootstrap, topic), 300, "every record, once, in order")
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.wait(60)
+    assert len(landed) == 3, landed
+    pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
+    report = audit_sequences(pairs, expect=LIMIT, key_count=STREAMS, unparsable=unparsable)
+    assert report.ok, report
