@@ -20,6 +20,7 @@ from tests.support.cluster import Cluster, OperatorProcess, running_operator
 from tests.support.copy_job import copy_job_settings
 from tests.support.dashboard_picture import draw_dashboard
 from tests.support.drivers import start_driver
+from tests.support.kafka import offsets_written
 from tests.support.kubelet import LocalKubelet
 from tests.support.metrics import free_port
 from tests.support.prometheus import Prometheus, prometheus
@@ -90,12 +91,13 @@ def test_prometheus_scrapes_every_documented_series_and_the_dashboard_shows_them
     desired = plan(kafka_bootstrap, tasks_max=1, config={"streams": 2, "pollIntervalMs": 50})
     settings = only_task(desired, tmp_path).model_copy(update={"metrics_port": task_port})
     task = TaskProcess(settings, tmp_path).start()
+    wait_for(lambda: offsets_written(kafka_bootstrap, settings.topic) > 0, 60, "its topic")
     # Tasks that measure their lag: a mirror of the first task's topic, and a files
     # source with more to read than one batch takes.
     lagging = [
         _lagging_task(
             kafka_bootstrap,
-            "kafka-mirror",
+            "kafka",
             tmp_path,
             {"topics": [settings.topic], "bootstrapServers": kafka_bootstrap, "batchSize": 5},
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 
-from confluent_kafka import IsolationLevel
+from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.eos.consume import end_offsets
@@ -68,7 +68,7 @@ class KafkaCluster:
                 self.bootstrap, topic, partitions=[partition], timeout_s=5,
                 isolation=IsolationLevel.READ_COMMITTED,
             )  # fmt: skip
-        except LookupError:  # its leadership is moving: ask again
+        except (LookupError, KafkaException):  # leadership moving, a new leader catching up
             return False
         return stable[partition] < ends[partition]
 
