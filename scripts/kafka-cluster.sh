@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kafka-cluster.sh up|down|status|kill N|pause N|resume N|start N|pid N — three Apache
+# kafka-cluster.sh up|down|status|netns-bootstrap|kill N|pause N|resume N|start N|pid N — three Apache
 # Kafka brokers (KRaft, each broker and controller, a quorum of three) on loopback, as
 # users run Kafka: replication factor 3, min.insync.replicas 2, no unclean election.
 # Partition leaders and transaction coordinators move when a broker dies, which one
@@ -11,11 +11,27 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka-common.sh"
 stdout_is_value
 CLUSTER_PORT="${KAFKA_CLUSTER_PORT:-19092}"
+# Where tasks in network namespaces of their own reach the brokers (through a veth whose
+# host end routes to it): a second address on the loopback device, so nothing listens
+# on a real interface. Only where it can be added (root); the fault tests need it.
+NETNS_IP="${KAFKA_NETNS_IP:-10.218.0.1}"
 NODES=(1 2 3)
 ROOT_DIR="$ONCEFLOW_STATE/kafka-cluster"
 HEAP=512m
 
 broker_port() { echo $((CLUSTER_PORT + 2 * ($1 - 1))); }
+netns_port() { echo $((CLUSTER_PORT + 100 + 2 * ($1 - 1))); }
+
+netns_address_up() {
+  ip -br addr show lo 2>/dev/null | grep -qw "$NETNS_IP/32" && return 0
+  ip addr add "$NETNS_IP/32" dev lo 2>/dev/null
+}
+
+netns_bootstrap() {
+  local n addresses=()
+  for n in "${NODES[@]}"; do addresses+=("$NETNS_IP:$(netns_port "$n")"); done
+  (IFS=,; echo "${addresses[*]}")
+}
 controller_port() { echo $((CLUSTER_PORT + 2 * ($1 - 1) + 1)); }
 node_dir() { echo "$ROOT_DIR/$1"; }
 pidfile() { echo "$(node_dir "$1")/broker.pid"; }
@@ -35,14 +51,19 @@ voters() {
 write_config() {
   local n="$1" dir; dir="$(node_dir "$1")"
   mkdir -p "$dir/data"
+  local listeners="PLAINTEXT://127.0.0.1:$(broker_port "$n")" advertised
+  advertised="$listeners"
+  if netns_address_up; then
+    listeners+=",NETNS://$NETNS_IP:$(netns_port "$n")"; advertised+=",NETNS://$NETNS_IP:$(netns_port "$n")"
+  fi
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=$n
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(controller_port "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n")
+listeners=$listeners,CONTROLLER://127.0.0.1:$(controller_port "$n")
+advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,NETNS:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.quorum.voters=$(voters)
 log.dirs=$dir/data
 num.partitions=1
@@ -131,5 +152,10 @@ case "${1:-}" in
   resume) node_arg "${2:-}" resume; signal_node "$2" CONT ;;
   start) node_arg "${2:-}" start; start_node "$2" ;;
   pid) node_arg "${2:-}" pid; emit "$(cat "$(pidfile "$2")")" ;;
-  *) echo "usage: $0 up|down|status|kill N|pause N|resume N|start N|pid N" >&2; exit 2 ;;
+  # The bootstrap list network namespaces use; fails when the brokers have no such listener.
+  netns-bootstrap)
+    grep -q "NETNS://" "$(node_dir 1)/server.properties" 2>/dev/null \
+      || { log "no listener for network namespaces: run kafka-cluster.sh up as root"; exit 1; }
+    emit "$(netns_bootstrap)" ;;
+  *) echo "usage: $0 up|down|status|netns-bootstrap|kill N|pause N|resume N|start N|pid N" >&2; exit 2 ;;
 esac

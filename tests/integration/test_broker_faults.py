@@ -31,25 +31,18 @@ STREAMS, LIMIT = 4, 8000  # about 80 s of records: every fault meets the source 
 DOWN_S = 8  # long enough for leadership and coordination to move
 
 
-def _source(bootstrap: str, name: str) -> str:
-    documents = list(yaml.safe_load_all(_manifests(bootstrap, name, tasks_max=2)))
-    spec: dict[str, Any] = documents[1]["spec"]
-    spec["connector"]["config"] |= {"streams": STREAMS, "limit": LIMIT, "pollIntervalMs": 50}
-    # Transactions 2 s long: a broker killed at a random moment meets one open.
-    spec |= {"transactionBoundary": "interval", "transactionBoundaryIntervalMs": 2000}
+def source_manifests(bootstrap: str, name: str, tasks: int = 2, **spec: Any) -> str:
+    """A sequence source of STREAMS streams of LIMIT records, in transactions 2 s long:
+    a fault struck at a random moment meets one open."""
+    documents = list(yaml.safe_load_all(_manifests(bootstrap, name, tasks_max=tasks)))
+    source: dict[str, Any] = documents[1]["spec"]
+    source["connector"]["config"] |= {"streams": STREAMS, "limit": LIMIT, "pollIntervalMs": 50}
+    source |= {"transactionBoundary": "interval", "transactionBoundaryIntervalMs": 2000, **spec}
     return yaml.safe_dump_all(documents)
 
 
-def _when_open(cluster: KafkaCluster, topic: str, partition: int) -> None:
-    wait_for(
-        lambda: cluster.open_transaction_on(topic, partition),
-        30,
-        f"a transaction open on {topic}/{partition}",
-        interval_s=0.05,
-    )
-
-
-def _exact(bootstrap: str, topic: str) -> bool:
+def exact(bootstrap: str, topic: str) -> bool:
+    """Every stream's numbers 1..LIMIT once each, in order, read committed."""
     if offsets_written(bootstrap, topic) < STREAMS * LIMIT:
         return False
     pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
@@ -62,41 +55,42 @@ def test_leader_and_coordinator_kills_and_a_paused_leader_lose_and_repeat_nothin
     bootstrap, name = kafka_cluster.bootstrap, f"bf-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.counts"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
-    manifest.write_text(_source(bootstrap, name))
+    manifest.write_text(source_manifests(bootstrap, name))
     run = start_run(manifest, state, log)
     landed: list[str] = []
     try:
         wait_for(lambda: offsets_written(bootstrap, topic) > 200, 120, "the first records")
 
         # The leader of partition 0, killed while a transaction is open on it.
-        _when_open(kafka_cluster, topic, 0)
+        kafka_cluster.await_open_transaction(topic, 0)
         leader = kafka_cluster.leader(topic, 0)
         kafka_cluster.kill(leader)
         landed.append(f"leader {leader} of {topic}/0 killed inside a transaction")
         time.sleep(DOWN_S)
         kafka_cluster.start(leader)
+        kafka_cluster.await_fully_replicated(topic)
 
-        # The coordinator of task 0's transactional id, killed while it has one open.
+        # The coordinator of task 0's transactional id, looked up at the last moment
+        # (leadership moves as brokers come back), killed while it has one open.
         record = json.loads((state / "default.counter.json").read_text())
         transactional_id = record["transactionalIds"][0]
+        kafka_cluster.await_open_transaction(topic, 0)
         coordinator = kafka_cluster.coordinator(transactional_id)
-        _when_open(kafka_cluster, topic, 0)
-        assert kafka_cluster.coordinator(transactional_id) == coordinator
         kafka_cluster.kill(coordinator)
         landed.append(f"coordinator {coordinator} of {transactional_id} killed")
         time.sleep(DOWN_S)
         kafka_cluster.start(coordinator)
+        kafka_cluster.await_fully_replicated(topic)
 
         # A leader paused past replica.lag.time.max.ms: still leading, to itself.
-        wait_for(kafka_cluster.all_answer, 120, "every broker back")
-        _when_open(kafka_cluster, topic, 0)
+        kafka_cluster.await_open_transaction(topic, 0)
         paused = kafka_cluster.leader(topic, 0)
         kafka_cluster.pause(paused)
         landed.append(f"leader {paused} of {topic}/0 paused inside a transaction")
         time.sleep(2 * DOWN_S)
         kafka_cluster.resume(paused)
 
-        wait_for(lambda: _exact(bootstrap, topic), 300, "every record, once, in order")
+        wait_for(lambda: exact(bootstrap, topic), 300, "every record, once, in order")
     finally:
         run.send_signal(signal.SIGINT)
         run.wait(60)

@@ -72,6 +72,36 @@ class KafkaCluster:
             return False
         return stable[partition] < ends[partition]
 
+    def await_fully_replicated(self, topic: str) -> None:
+        """Returns once every broker answers and is in sync for ``topic`` and for the
+        transaction log again: the next fault then meets a whole cluster, not one whose
+        last broker standing holds every partition."""
+
+        def in_sync() -> bool:
+            try:
+                found = self._admin().list_topics(timeout=5).topics
+            except KafkaException:
+                return False
+            partitions = [
+                partition
+                for name in (topic, "__transaction_state")
+                if name in found
+                for partition in found[name].partitions.values()
+            ]
+            return bool(partitions) and all(len(p.isrs) == len(BROKERS) for p in partitions)
+
+        wait_for(in_sync, 120, f"every broker in sync for {topic} and the transaction log")
+
+    def await_open_transaction(self, topic: str, partition: int) -> None:
+        """Returns once a transaction is open on the partition: a fault struck now hits
+        one in the middle."""
+        wait_for(
+            lambda: self.open_transaction_on(topic, partition),
+            30,
+            f"a transaction open on {topic}/{partition}",
+            interval_s=0.05,
+        )
+
     def kill(self, broker: int) -> None:
         self.changed.add(broker)
         self._script("kill", str(broker))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.support.testbed import ROOT
@@ -14,10 +15,13 @@ def _command(manifest: Path, state: Path) -> list[str]:
     return [sys.executable, "-m", "onceflow", "run", str(manifest), "--state-dir", str(state)]
 
 
-def start_run(manifest: Path, state: Path, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """A running ``onceflow run``, its output appended to ``log``."""
+def start_run(
+    manifest: Path, state: Path, log: Path, launcher: Sequence[str] = (), **env: str
+) -> subprocess.Popen[bytes]:
+    """A running ``onceflow run``, its output appended to ``log``; ``launcher`` prefixes
+    the command (e.g. ``ip netns exec NAME``: the run and its tasks in a namespace)."""
     return subprocess.Popen(
-        _command(manifest, state),
+        [*launcher, *_command(manifest, state)],
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
         cwd=ROOT,
