@@ -12,9 +12,11 @@ source "$(dirname "$0")/kafka-common.sh"
 stdout_is_value
 CLUSTER_PORT="${KAFKA_CLUSTER_PORT:-19092}"
 # Where tasks in network namespaces of their own reach the brokers (through a veth whose
-# host end routes to it): a second address on the loopback device, so nothing listens
-# on a real interface. Only where it can be added (root); the fault tests need it.
-NETNS_IP="${KAFKA_NETNS_IP:-10.218.0.1}"
+# host end routes to it): a second address on the loopback device, in the range set
+# aside for benchmarking networks (198.18.0.0/15), so nothing listens on a real
+# interface and no real network is shadowed. Only where it can be added (root); the
+# fault tests need it; `down` removes it.
+NETNS_IP="${KAFKA_NETNS_IP:-198.18.0.1}"
 NODES=(1 2 3)
 ROOT_DIR="$ONCEFLOW_STATE/kafka-cluster"
 HEAP=512m
@@ -26,6 +28,8 @@ netns_address_up() {
   ip -br addr show lo 2>/dev/null | grep -qw "$NETNS_IP/32" && return 0
   ip addr add "$NETNS_IP/32" dev lo 2>/dev/null
 }
+
+netns_address_down() { ip addr del "$NETNS_IP/32" dev lo 2>/dev/null || true; }
 
 netns_bootstrap() {
   local n addresses=()
@@ -84,24 +88,52 @@ PROPS
   write_log4j "$dir"
 }
 
+# broker_alive N: broker N's own process runs (not a zombie a killed broker left, not
+# another process that took its pid since).
+broker_alive() {
+  local file pid; file="$(pidfile "$1")"
+  [[ -f "$file" ]] || return 1
+  pid="$(cat "$file")"
+  [[ -r "/proc/$pid/stat" ]] || return 1
+  [[ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$(node_dir "$1")/server.properties"
+}
+
 start_node() {
   local n="$1"
-  pid_alive "$(pidfile "$n")" && return 0
+  broker_alive "$n" && return 0
   write_config "$n"
   log "starting Kafka broker $n on 127.0.0.1:$(broker_port "$n")"
-  start_broker "$(node_dir "$n")" "$HEAP"
+  start_broker "$(node_dir "$n")" 256m "$HEAP"
 }
 
 ready() { brokers_answer "$(bootstrap)" "${#NODES[@]}"; }
 
 all_alive() {
   local n
-  for n in "${NODES[@]}"; do pid_alive "$(pidfile "$n")" || return 1; done
+  for n in "${NODES[@]}"; do broker_alive "$n" || return 1; done
+}
+
+any_alive() {
+  local n
+  for n in "${NODES[@]}"; do broker_alive "$n" && return 0; done
+  return 1
 }
 
 up() {
   if all_alive && ready; then log "Kafka cluster already running"; emit "$(bootstrap)"; return 0; fi
-  down
+  if any_alive || brokers_answer "$(bootstrap)" 1 2>/dev/null; then
+    # Some of it runs (a broker a fault test killed or paused): what is missing starts
+    # again on its data, and nothing is wiped under a test that is using it.
+    local n
+    for n in "${NODES[@]}"; do
+      broker_alive "$n" && kill -CONT "$(cat "$(pidfile "$n")")" 2>/dev/null || true
+      start_node "$n"
+    done
+    wait_for "the Kafka cluster on $(bootstrap)" 180 ready || return 1
+    emit "$(bootstrap)"
+    return 0
+  fi
   rm -rf "$ROOT_DIR"  # a cluster that was not running starts empty, as the broker does
   fetch_libs
   local n cluster_id
@@ -124,11 +156,16 @@ up() {
 down() {
   local n args=()
   for n in "${NODES[@]}"; do
-    # A paused broker cannot take TERM: it is woken first.
-    pid_alive "$(pidfile "$n")" && kill -CONT "$(cat "$(pidfile "$n")")" 2>/dev/null
-    args+=("$(pidfile "$n")" "kafka broker $n")
+    if broker_alive "$n"; then
+      # A paused broker cannot take TERM: it is woken first.
+      kill -CONT "$(cat "$(pidfile "$n")")" 2>/dev/null || true
+      args+=("$(pidfile "$n")" "kafka broker $n")
+    else
+      rm -f "$(pidfile "$n")"  # a pid that is not (or no longer) the broker's: never signalled
+    fi
   done
-  stop_pidfile "${args[@]}"
+  (( ${#args[@]} )) && stop_pidfile "${args[@]}"
+  netns_address_down
 }
 
 # signal_node N SIGNAL: SIGKILL, SIGSTOP or SIGCONT to broker N (whose pidfile stays, so

@@ -56,11 +56,11 @@ format_storage() {
     -t "$cluster_id" -c "$dir/server.properties" "$@" >"$dir/format.log"
 }
 
-# start_broker DIR HEAP: the broker of DIR/server.properties, its pid in DIR/broker.pid.
-# setsid: it must outlive the make/pytest process that started it.
+# start_broker DIR MIN_HEAP MAX_HEAP: the broker of DIR/server.properties, its pid in
+# DIR/broker.pid. setsid: it must outlive the make/pytest process that started it.
 start_broker() {
-  local dir="$1" heap="$2"
-  setsid bash -c "exec java -Xms$heap -Xmx$heap -XX:+UseG1GC -Djava.awt.headless=true \
+  local dir="$1" min_heap="$2" max_heap="$3"
+  setsid bash -c "exec java -Xms$min_heap -Xmx$max_heap -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile='$dir/log4j2.properties' -cp '$LIBS/*' kafka.Kafka '$dir/server.properties'" \
     >"$dir/stdout.log" 2>&1 </dev/null 3>&- &
   echo $! >"$dir/broker.pid"

@@ -96,10 +96,12 @@ up() {
   stop_pidfile "$PIDFILE" kafka
   fetch_libs
   write_config
-  [[ -f "$DIR/data/meta.properties" ]] \
-    || format_storage "$DIR" "$(kafka_java "$DIR" 256m kafka.tools.StorageTool random-uuid)" --standalone
+  if [[ ! -f "$DIR/data/meta.properties" ]]; then
+    local cluster_id; cluster_id="$(kafka_java "$DIR" 256m kafka.tools.StorageTool random-uuid)"
+    format_storage "$DIR" "$cluster_id" --standalone
+  fi
   log "starting Kafka $KAFKA_VERSION on $BOOTSTRAP"
-  start_broker "$DIR" 1g
+  start_broker "$DIR" 256m 1g
   if ! wait_for "Kafka on $BOOTSTRAP" 120 broker_ready; then
     tail -30 "$DIR/broker.log" "$DIR/stdout.log" >&2 || true
     return 1

@@ -8,7 +8,6 @@ stream's numbers once each, in order."""
 from __future__ import annotations
 
 import json
-import signal
 import time
 import uuid
 from pathlib import Path
@@ -21,8 +20,8 @@ from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
 from tests.e2e.test_standalone_run import _manifests
 from tests.support.kafka import offsets_written
-from tests.support.kafka_cluster import KafkaCluster
-from tests.support.onceflow_run import start_run
+from tests.support.kafka_cluster import KafkaCluster, coordinator_partition
+from tests.support.onceflow_run import start_run, stop_run
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.alone]  # it kills shared brokers
@@ -55,46 +54,47 @@ def test_leader_and_coordinator_kills_and_a_paused_leader_lose_and_repeat_nothin
     bootstrap, name = kafka_cluster.bootstrap, f"bf-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.counts"
     manifest, state, log = tmp_path / "pipeline.yaml", tmp_path / "state", tmp_path / "run.log"
-    manifest.write_text(source_manifests(bootstrap, name))
+    # One task: a transaction open on the topic is then its id's, whose coordinator
+    # is the one killed.
+    manifest.write_text(source_manifests(bootstrap, name, tasks=1))
     run = start_run(manifest, state, log)
-    landed: list[str] = []
     try:
         wait_for(lambda: offsets_written(bootstrap, topic) > 200, 120, "the first records")
+        record = json.loads((state / "default.counter.json").read_text())
+        transactional_id = record["transactionalIds"][0]
 
-        # The leader of partition 0, killed while a transaction is open on it.
-        kafka_cluster.await_open_transaction(topic, 0)
+        # The leader of the partition, killed while a transaction is open on it.
         leader = kafka_cluster.leader(topic, 0)
+        kafka_cluster.await_open_transaction(topic, 0)
         kafka_cluster.kill(leader)
-        landed.append(f"leader {leader} of {topic}/0 killed inside a transaction")
+        kafka_cluster.await_taken_over(leader, topic, 0)
         time.sleep(DOWN_S)
         kafka_cluster.start(leader)
         kafka_cluster.await_fully_replicated(topic)
 
-        # The coordinator of task 0's transactional id, looked up at the last moment
-        # (leadership moves as brokers come back), killed while it has one open.
-        record = json.loads((state / "default.counter.json").read_text())
-        transactional_id = record["transactionalIds"][0]
-        kafka_cluster.await_open_transaction(topic, 0)
+        # The coordinator of the task's transactional id, killed with one open.
         coordinator = kafka_cluster.coordinator(transactional_id)
+        kafka_cluster.await_open_transaction(topic, 0)
         kafka_cluster.kill(coordinator)
-        landed.append(f"coordinator {coordinator} of {transactional_id} killed")
+        log_partition = coordinator_partition(
+            transactional_id, kafka_cluster.partitions("__transaction_state")
+        )
+        kafka_cluster.await_taken_over(coordinator, "__transaction_state", log_partition)
         time.sleep(DOWN_S)
         kafka_cluster.start(coordinator)
         kafka_cluster.await_fully_replicated(topic)
 
-        # A leader paused past replica.lag.time.max.ms: still leading, to itself.
-        kafka_cluster.await_open_transaction(topic, 0)
+        # A leader paused past replica.lag.time.max.ms: still leading, to itself, while
+        # the others move on without it.
         paused = kafka_cluster.leader(topic, 0)
+        kafka_cluster.await_open_transaction(topic, 0)
         kafka_cluster.pause(paused)
-        landed.append(f"leader {paused} of {topic}/0 paused inside a transaction")
-        time.sleep(2 * DOWN_S)
+        kafka_cluster.await_taken_over(paused, topic, 0)
         kafka_cluster.resume(paused)
 
         wait_for(lambda: exact(bootstrap, topic), 300, "every record, once, in order")
     finally:
-        run.send_signal(signal.SIGINT)
-        run.wait(60)
-    assert len(landed) == 3, landed
+        stop_run(run)
     pairs, unparsable = read_sequences(bootstrap, topic, key_field="stream", seq_field="seq")
     report = audit_sequences(pairs, expect=LIMIT, key_count=STREAMS, unparsable=unparsable)
     assert report.ok, report

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaException
 from confluent_kafka.admin import AdminClient
@@ -15,8 +16,6 @@ from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
 
 BROKERS = (1, 2, 3)
-TRANSACTION_STATE_PARTITIONS = 6
-"""transaction.state.log.num.partitions in kafka-cluster.sh."""
 
 
 def java_string_hash(text: str) -> int:
@@ -27,11 +26,11 @@ def java_string_hash(text: str) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def coordinator_partition(transactional_id: str) -> int:
+def coordinator_partition(transactional_id: str, partitions: int) -> int:
     """The ``__transaction_state`` partition whose leader coordinates the id (Kafka's
     ``Utils.abs(id.hashCode) % partitions``)."""
     hashed = java_string_hash(transactional_id)
-    return (0 if hashed == -(1 << 31) else abs(hashed)) % TRANSACTION_STATE_PARTITIONS
+    return (0 if hashed == -(1 << 31) else abs(hashed)) % partitions
 
 
 @dataclass
@@ -52,12 +51,36 @@ class KafkaCluster:
     def _admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000})
 
+    def _partition(self, topic: str, partition: int) -> Any:
+        return self._admin().list_topics(topic, timeout=30).topics[topic].partitions[partition]
+
     def leader(self, topic: str, partition: int) -> int:
-        described = self._admin().list_topics(topic, timeout=30).topics[topic]
-        return int(described.partitions[partition].leader)
+        """The partition's leader; -1 during an election."""
+        return int(self._partition(topic, partition).leader)
+
+    def in_sync(self, topic: str, partition: int) -> list[int]:
+        return [int(broker) for broker in self._partition(topic, partition).isrs]
+
+    def partitions(self, topic: str) -> int:
+        return len(self._admin().list_topics(topic, timeout=30).topics[topic].partitions)
 
     def coordinator(self, transactional_id: str) -> int:
-        return self.leader("__transaction_state", coordinator_partition(transactional_id))
+        count = self.partitions("__transaction_state")
+        return self.leader("__transaction_state", coordinator_partition(transactional_id, count))
+
+    def await_taken_over(self, gone: int, topic: str, partition: int) -> None:
+        """Returns once another broker leads the partition and ``gone`` is out of its
+        ISR: the fault struck a broker the cluster had to replace."""
+
+        def replaced() -> bool:
+            try:
+                return self.leader(topic, partition) not in (gone, -1) and gone not in (
+                    self.in_sync(topic, partition)
+                )
+            except KafkaException:
+                return False
+
+        wait_for(replaced, 60, f"{topic}/{partition} led and kept in sync without {gone}")
 
     def open_transaction_on(self, topic: str, partition: int) -> bool:
         """Records sit above the partition's last stable offset: a transaction is open

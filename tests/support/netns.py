@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-BROKERS_IP = "10.218.0.1"
+BROKERS_IP = "198.18.0.1"
 """The cluster's address for namespaces (kafka-cluster.sh's NETNS_IP)."""
 
 
@@ -79,11 +79,13 @@ class Namespace:
 
 @contextmanager
 def network_namespace(index: int) -> Iterator[Namespace]:
-    """Namespace ``ofnet<index>`` on 10.218.<index+1>.0/30, gone afterwards."""
+    """Namespace ``ofnet<index>`` on 198.18.<index+1>.0/30 (the benchmarking range, as
+    the brokers' address), gone afterwards; one a killed run left is removed first."""
     name, host, inner = f"ofnet{index}", f"ofh{index}", f"ofn{index}"
-    subnet = f"10.218.{index + 1}"
-    _ip("netns", "add", name)
+    subnet = f"198.18.{index + 1}"
+    _remove(name, host)
     try:
+        _ip("netns", "add", name)
         _ip("link", "add", host, "type", "veth", "peer", "name", inner)
         _ip("link", "set", inner, "netns", name)
         _ip("addr", "add", f"{subnet}.1/30", "dev", host)
@@ -94,5 +96,9 @@ def network_namespace(index: int) -> Iterator[Namespace]:
         _ip("-n", name, "route", "add", "default", "via", f"{subnet}.1")
         yield Namespace(name, inner)
     finally:
-        subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
-        subprocess.run(["ip", "link", "delete", host], check=False, capture_output=True)
+        _remove(name, host)
+
+
+def _remove(name: str, host: str) -> None:
+    subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
+    subprocess.run(["ip", "link", "delete", host], check=False, capture_output=True)

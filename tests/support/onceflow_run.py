@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -39,3 +40,14 @@ def run_until_refused(manifest: Path, state: Path) -> subprocess.CompletedProces
         timeout=120,
         check=False,
     )
+
+
+def stop_run(run: subprocess.Popen[bytes]) -> None:
+    """SIGINT, as a user stops it; killed if it has not ended within a minute, so a
+    hung run never outlives the test that started it."""
+    run.send_signal(signal.SIGINT)
+    try:
+        run.wait(60)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.wait(30)
