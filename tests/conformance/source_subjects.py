@@ -58,7 +58,7 @@ from tests.support.postgres_query import (
     table_ids,
 )
 from tests.support.standby import hot_standby
-from tests.support.testbed import script_value
+from tests.support.testbed import restart_postgres
 from tests.support.waiting import wait_for
 
 
@@ -179,11 +179,6 @@ class FilesSubject(IntervalBoundary):
         with path.open("r+b") as file:
             file.truncate(0)
             file.write(line * (size // len(line) + 2))
-
-
-def restart_postgres(mode: str = "fast") -> bool:
-    """Restarts the test bed's server (``immediate``: a crash); true once it is back."""
-    return script_value("scripts/postgres.sh", "restart", mode).startswith("postgresql://")
 
 
 class PostgresIncrementingSubject(IntervalBoundary):

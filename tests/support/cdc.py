@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -90,11 +91,17 @@ class Loader(BackgroundWork):
         self.done = self.deleted = self.pauses = 0
         self.bulk_update_at = bulk_update_at
         self.rng = random.Random(4)
+        self.ending = threading.Event()
+
+    def end_early(self) -> None:
+        """Ends the load after its current transaction, however many changes it was
+        given: a load that must last as long as something else does."""
+        self.ending.set()
 
     def work(self) -> None:
         conn = psycopg.connect(self.dsn, autocommit=True)
         try:
-            while self.done < self.changes:
+            while self.done < self.changes and not self.ending.is_set():
                 if self.changes - self.done <= 5:
                     self.hold_until_released()
                 try:

@@ -139,3 +139,8 @@ def helm(kubeconfig: str, *args: str, check: bool = True) -> subprocess.Complete
         text=True,
         check=check,
     )
+
+
+def restart_postgres(mode: str = "fast") -> bool:
+    """Restarts the test bed's server (``immediate``: a crash); true once it is back."""
+    return script_value("scripts/postgres.sh", "restart", mode).startswith("postgresql://")

@@ -1,0 +1,59 @@
+"""``python -m tests.campaign`` (``make campaign``): a fault campaign on the three-broker
+cluster and the test bed's PostgreSQL, started here if they are not running. Prints
+the report's folder; exits 1 if any pipeline's output is not exact or the system stalled."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from tests.campaign.campaign import run_campaign
+from tests.campaign.rig import CampaignSize
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.testbed import ROOT, ScriptedService
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="make campaign", description=__doc__)
+    parser.add_argument("--faults", type=int, default=1000)
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--per-stream", type=int, default=250_000, help="records per stream")
+    parser.add_argument("--batch", type=int, default=8, help="records per task poll")
+    parser.add_argument("--poll-ms", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--no-spark", action="store_true", help="sources only")
+    parser.add_argument(
+        "--pause", type=float, nargs=2, default=(0.1, 0.5), metavar=("MIN", "MAX"),
+        help="seconds between faults, drawn at random",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / ".onceflow" / "campaign" / time.strftime("%Y%m%d-%H%M%S")
+    )
+    args = parser.parse_args()
+    size = CampaignSize(
+        streams=args.streams,
+        per_stream=args.per_stream,
+        batch=args.batch,
+        poll_ms=args.poll_ms,
+        spark=not args.no_spark,
+    )
+    services = [ScriptedService("kafka-cluster.sh"), ScriptedService("postgres.sh")]
+    bootstrap, dsn = (service.ensure_up() for service in services)
+    try:
+        with tempfile.TemporaryDirectory(prefix="campaign-") as workdir:
+            result = run_campaign(
+                KafkaCluster(bootstrap), dsn, Path(workdir), args.out, size, args.faults,
+                args.seed, pause_s=tuple(args.pause),
+            )  # fmt: skip
+    finally:
+        for service in services:
+            service.release()
+    print((result.folder / "summary.md").read_text())
+    print(f"report: {result.folder}")
+    return 0 if result.exact else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""The campaign's verdicts, read once the faults are over and the pipelines caught up:
+every stream exact through the source and the Kafka sink (read by librdkafka and by
+Kafka's Java client, which must read the very same records), the Postgres sink's table
+holding each record once, and the CDC topic following the table change by change to
+its final state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from base64 import b64decode
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from onceflow.eos.consume import read_to_end
+from onceflow.logic.audit import audit_sequences
+from tests.support.cdc import audit_changes, final_versions
+from tests.support.testbed import ROOT, script_value
+
+JAVA_READER = Path(__file__).with_name("ReadCommitted.java")
+
+Read = list[tuple[int, int, bytes | None, bytes | None]]
+"""``(partition, offset, key, value)`` of every record read, in partition and offset
+order."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pipeline: str
+    ok: bool
+    detail: str
+
+
+def read_with_librdkafka(bootstrap: str, topic: str) -> Read:
+    messages = read_to_end(bootstrap, topic, isolation="read_committed", timeout_s=300)
+    return sorted((m.partition() or 0, m.offset() or 0, m.key(), m.value()) for m in messages)
+
+
+def read_with_java(bootstrap: str, topic: str) -> Read:
+    libs = script_value("scripts/kafka.sh", "libs")
+    with tempfile.NamedTemporaryFile(suffix=".tsv") as out:
+        subprocess.run(
+            ["java", "-cp", f"{libs}/*", str(JAVA_READER), bootstrap, topic, out.name],
+            cwd=ROOT, check=True, capture_output=True, timeout=900,
+        )  # fmt: skip
+        read = []
+        for line in Path(out.name).read_bytes().splitlines():
+            partition, offset, key, value = line.split(b"\t")
+            read.append((int(partition), int(offset), _bytes(key), _bytes(value)))
+    return sorted(read)
+
+
+def _bytes(base64: bytes) -> bytes | None:
+    return None if base64 == b"-" else b64decode(base64)
+
+
+def clients_agree(bootstrap: str, topic: str) -> tuple[Read, str | None]:
+    """librdkafka's read, and what the Java client read differently (None: nothing)."""
+    ours, java = read_with_librdkafka(bootstrap, topic), read_with_java(bootstrap, topic)
+    if ours == java:
+        return ours, None
+    only_ours, only_java = Counter(ours) - Counter(java), Counter(java) - Counter(ours)
+    return ours, (
+        f"librdkafka read {len(ours)} records, the Java client {len(java)}: "
+        f"{sum(only_ours.values())} only by librdkafka, {sum(only_java.values())} only by Java"
+    )
+
+
+def _pairs(read: Read) -> Iterable[tuple[str, int]]:
+    for _, _, _, value in read:
+        body = json.loads(value or b"null")
+        yield str(body["stream"]), int(body["seq"])
+
+
+def sequences_verdict(
+    pipeline: str, bootstrap: str, topic: str, streams: int, per_stream: int
+) -> Verdict:
+    """Every stream's numbers 1..per_stream once each, in order, both clients agreeing."""
+    read, disagreement = clients_agree(bootstrap, topic)
+    report = audit_sequences(
+        _pairs(read), expect=per_stream, expected_keys=[f"s{i}" for i in range(streams)]
+    )
+    problems = [p for p in (disagreement, None if report.ok else str(report)) if p]
+    return Verdict(
+        pipeline,
+        not problems,
+        "; ".join(problems)
+        or f"{len(read)} records, {streams} streams exact, both clients read the same",
+    )
+
+
+def rows_verdict(pipeline: str, dsn: str, table: str, streams: int, per_stream: int) -> Verdict:
+    """The sink's table holds every (stream, seq) once."""
+    with psycopg.connect(dsn) as conn:
+        rows = Counter(conn.execute(f"SELECT stream, seq FROM {table}").fetchall())
+    expected = Counter((f"s{s}", seq) for s in range(streams) for seq in range(1, per_stream + 1))
+    missing, extra = expected - rows, rows - expected
+    ok = not missing and not extra
+    return Verdict(
+        pipeline,
+        ok,
+        f"{sum(rows.values())} rows, each record once"
+        if ok
+        else f"{sum(missing.values())} rows missing, {sum(extra.values())} extra "
+        f"(e.g. {sorted(extra)[:3]} extra, {sorted(missing)[:3]} missing)",
+    )
+
+
+def changes_verdict(pipeline: str, bootstrap: str, topic: str, dsn: str, table: str) -> Verdict:
+    """Each key's changes consecutive and ending at the table's final state."""
+    read, disagreement = clients_agree(bootstrap, topic)
+    changes = [
+        (json.loads(key or b"null")["id"], json.loads(value or b"null"))
+        for _, _, key, value in read
+    ]
+    report = audit_changes(changes, final_versions(dsn, table))
+    problems = [disagreement, *report.problems[:5], *report.behind[:5]]
+    shown = [p for p in problems if p]
+    return Verdict(
+        pipeline,
+        not shown,
+        "; ".join(shown)
+        or f"{report.records} changes of {report.keys} rows, at the table's final state, "
+        "both clients read the same",
+    )

@@ -1,0 +1,326 @@
+"""The system the campaign strikes: real pipelines under two ``onceflow run``s on the
+three-broker cluster.
+
+- Run ``source`` (in a network namespace of its own when root, so the network faults
+  can cut it off) runs ``counter``, a transactional sequence source of 2-3 tasks.
+- Run ``host`` runs ``changes``, a PostgreSQL CDC source of a table a loader keeps
+  changing, and two SparkJobs reading ``counter``'s topic: ``copier`` through the
+  exactly-once Kafka sink, ``rows`` through the Postgres sink (the database is on the
+  host's loopback, which a namespace cannot reach).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from tests.support.cdc import Loader, create_table, drop_slot
+from tests.support.kafka_cluster import KafkaCluster
+from tests.support.netns import Namespace
+from tests.support.onceflow_run import start_run, stop_run
+from tests.support.proc import descendants, ended
+from tests.support.testbed import spark_jars
+from tests.support.waiting import wait_for
+
+API = "onceflow.io/v1alpha1"
+TRANSACTION_TIMEOUT_MS = 10_000
+"""The source's: a zombie or a cut-off task is aborted by its coordinator after it."""
+PARSED = (
+    "SELECT get_json_object(CAST(value AS STRING), '$.stream') AS stream, "
+    "CAST(get_json_object(CAST(value AS STRING), '$.seq') AS INT) AS seq FROM input"
+)
+
+
+@dataclass(frozen=True)
+class CampaignSize:
+    streams: int = 4
+    per_stream: int = 20_000
+    """Records per stream of the sequence source: the run's records are streams x this
+    (and as many again through each sink)."""
+    batch: int = 20
+    poll_ms: int = 50
+    """With ``batch``, the source's pace: streams x batch records per poll at most."""
+    cdc_rows: int = 2000
+    cdc_pace_s: float = 2.5
+    """The loader rests this long per 500 changes (about 200 changes a second): it
+    changes the table until the faults are over."""
+    spark: bool = True
+
+    @property
+    def records(self) -> int:
+        return self.streams * self.per_stream
+
+
+class Run:
+    """One ``onceflow run`` of the rig: its manifest, state and log, started again on
+    the same state after a kill (as a restarted supervisor would be)."""
+
+    def __init__(self, name: str, workdir: Path, launcher: tuple[str, ...] = ()) -> None:
+        self.name, self.launcher = name, launcher
+        self.manifest = workdir / f"{name}.yaml"
+        self.state = workdir / f"{name}-state"
+        self.log = workdir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def write(self, documents: list[dict[str, Any]]) -> None:
+        """The manifests, replaced whole: a run re-plans on the next look."""
+        temporary = self.manifest.with_suffix(".tmp")
+        temporary.write_text(yaml.safe_dump_all(documents))
+        temporary.replace(self.manifest)
+
+    def start(self) -> None:
+        jars = str(Path(spark_jars()[0]).parent)
+        self.process = start_run(
+            self.manifest, self.state, self.log, launcher=self.launcher, ONCEFLOW_SPARK_JARS=jars
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            stop_run(self.process)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def assert_alive(self) -> None:
+        """A run that ended by itself refused its manifests or failed: said at once."""
+        if not self.alive():
+            raise RuntimeError(f"onceflow run {self.name} ended:\n{self.log.read_text()[-3000:]}")
+
+    def pids(self, workload: str) -> dict[str, int]:
+        """What the run recorded of a workload's processes: tasks by index, a driver."""
+        path = self.state / f"default.{workload}.pids.json"
+        try:
+            return {label: int(pid) for label, pid in json.loads(path.read_text()).items()}
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def record(self, source: str) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads((self.state / f"default.{source}.json").read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def checkpoint(self, job: str) -> Path:
+        return self.state / f"default.{job}.checkpoint"
+
+
+class Rig:
+    """The pipelines, their runs and their truth."""
+
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        dsn: str,
+        workdir: Path,
+        size: CampaignSize,
+        namespace: Namespace | None = None,
+        namespace_bootstrap: str | None = None,
+    ) -> None:
+        self.cluster, self.dsn, self.size, self.namespace = cluster, dsn, size, namespace
+        self.bootstrap = cluster.bootstrap
+        self.source_bootstrap = namespace_bootstrap or cluster.bootstrap
+        self.name = f"cmp-{uuid.uuid4().hex[:6]}"
+        self.counts = f"{self.name}.counts"
+        self.copied = f"{self.name}.copied"
+        self.changes = f"{self.name}.changes"
+        self.rows_table = f"{self.name.replace('-', '_')}_rows"
+        self.cdc_table = f"{self.name.replace('-', '_')}_cdc"
+        self.slot = f"{self.name.replace('-', '_')}_slot"
+        self.tasks = 2
+        self.trigger_s = 1
+        self.sprinting = False
+        self.source = Run("source", workdir, tuple(namespace.command()) if namespace else ())
+        self.host = Run("host", workdir)
+        self.loader: Loader | None = None
+
+    # -- manifests -------------------------------------------------------------------
+
+    def _pipeline(self, name: str, bootstrap: str) -> dict[str, Any]:
+        spec = {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"}
+        return {"apiVersion": API, "kind": "Pipeline", "metadata": {"name": name}, "spec": spec}
+
+    def source_documents(self) -> list[dict[str, Any]]:
+        size = self.size
+        config = {
+            "streams": size.streams,
+            "limit": size.per_stream,
+            "batchSize": 1000 if self.sprinting else size.batch,
+            "pollIntervalMs": 0 if self.sprinting else size.poll_ms,
+        }
+        source = {
+            "pipeline": f"{self.name}-src",
+            "topic": self.counts,
+            "tasksMax": self.tasks,
+            "exactlyOnceSupport": "required",
+            "transactionBoundary": "interval",
+            "transactionBoundaryIntervalMs": 1000,
+            "transactionTimeoutMs": TRANSACTION_TIMEOUT_MS,
+            "connector": {"type": "sequence", "config": config},
+        }
+        return [
+            self._pipeline(f"{self.name}-src", self.source_bootstrap),
+            {"apiVersion": API, "kind": "KafkaSource", "metadata": {"name": "counter"},
+             "spec": source},
+        ]  # fmt: skip
+
+    def _spark_job(self, name: str, sql: str, sink: dict[str, Any]) -> dict[str, Any]:
+        spec = {
+            "pipeline": f"{self.name}-host",
+            "input": {"topics": [self.counts], "maxOffsetsPerTrigger": 20_000},
+            "transform": {"sql": sql},
+            "sink": sink,
+            "checkpoint": {"pvc": f"{name}-checkpoint"},  # a name only, under run
+            "trigger": {"processingTime": f"{self.trigger_s}s"},
+        }
+        return {"apiVersion": API, "kind": "SparkJob", "metadata": {"name": name}, "spec": spec}
+
+    def _postgres_sink(self) -> dict[str, Any]:
+        return {"table": self.rows_table, "secretRef": {"name": "pg"}, "parallelism": 2}
+
+    def host_documents(self) -> list[dict[str, Any]]:
+        cdc = {
+            "url": self.dsn,
+            "mode": "cdc",
+            "tables": [self.cdc_table],
+            "slot": self.slot,
+            "transactionsPerCommit": 25,
+            "maxRecordsPerTransaction": 300,
+        }
+        documents = [
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pg"},
+             "stringData": {"dsn": self.dsn}},
+            self._pipeline(f"{self.name}-host", self.bootstrap),
+            {"apiVersion": API, "kind": "KafkaSource", "metadata": {"name": "changes"},
+             "spec": {"pipeline": f"{self.name}-host", "topic": self.changes, "tasksMax": 1,
+                      "transactionBoundary": "connector",
+                      "connector": {"type": "postgres", "config": cdc}}},
+        ]  # fmt: skip
+        if self.size.spark:
+            documents += [
+                self._spark_job(
+                    "copier",
+                    "SELECT key, value FROM input",
+                    {"kafka": {"topic": self.copied, "partitions": 2}},
+                ),
+                self._spark_job("rows", PARSED, {"postgres": self._postgres_sink()}),
+            ]
+        return documents
+
+    # -- life ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        create_table(self.dsn, self.cdc_table, self.size.cdc_rows)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {self.rows_table} (stream text, seq int)")
+        self.source.write(self.source_documents())
+        self.host.write(self.host_documents())
+        self.source.start()
+        self.host.start()
+        size = self.size
+        self.loader = Loader(self.dsn, self.cdc_table, size.cdc_rows, 10**9, size.cdc_pace_s)
+        self.loader.start()
+        wait_for(self.running, 180, "the source's tasks")
+
+    def running(self) -> bool:
+        """Both runs alive (or an error saying why not) and every source task running."""
+        self.source.assert_alive()
+        self.host.assert_alive()
+        return len(self.task_pids()) == self.tasks
+
+    def end_load(self) -> None:
+        """No more changes to the CDC table: its final state is the truth from now."""
+        assert self.loader is not None
+        self.loader.end_early()
+        self.loader.join(120)
+        if self.loader.error is not None:
+            raise RuntimeError("the CDC table's loader failed") from self.loader.error
+
+    def stop(self) -> None:
+        if self.loader is not None:
+            self.loader.end_early()
+        self.source.stop()
+        self.host.stop()
+        drop_slot(self.dsn, self.slot)
+
+    # -- what faults aim at ----------------------------------------------------------
+
+    def task_pids(self) -> dict[int, int]:
+        """The source's live task processes by task index."""
+        return {
+            int(label): pid for label, pid in self.source.pids("counter").items() if not ended(pid)
+        }
+
+    def transactional_id(self, task: int) -> str:
+        record = self.source.record("counter") or {}
+        return str(record["transactionalIds"][task])
+
+    def driver_pid(self, job: str) -> int | None:
+        pid = self.host.pids(job).get("driver")
+        return pid if pid is not None and not ended(pid) else None
+
+    def python_workers(self, job: str) -> list[int]:
+        """The driver JVM's Python workers (``pyspark.daemon`` and its forks): where the
+        sink's code runs, what an executor's loss takes."""
+        driver = self.driver_pid(job)
+        if driver is None:
+            return []
+        found = []
+        for pid in descendants(driver):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except FileNotFoundError:
+                continue
+            if b"pyspark.daemon" in command or b"pyspark.worker" in command:
+                found.append(pid)
+        return found
+
+    def set_tasks(self, tasks: int) -> None:
+        self.tasks = tasks
+        self.source.write(self.source_documents())
+
+    def mend(self) -> None:
+        """Undoes whatever a strike that failed midway may have left: brokers down or
+        paused, the namespace cut off or degraded, tasks stopped, the run killed."""
+        self.cluster.restore()
+        if self.namespace is not None:
+            self.namespace.heal()
+            with suppress(subprocess.CalledProcessError):  # no shaping left to undo
+                self.namespace.restore_link()
+        for pid in self.task_pids().values():
+            signal_process(pid, signal.SIGCONT)
+        if not self.source.alive():
+            self.source.start()
+
+    def sprint(self) -> None:
+        """The source unpaced, once the faults are over: the rest of its records as
+        fast as it can, so that a run sized to outlast its faults ends soon after."""
+        self.sprinting = True
+        self.source.write(self.source_documents())
+
+    def set_trigger(self, seconds: int) -> None:
+        self.trigger_s = seconds
+        self.host.write(self.host_documents())
+
+
+def signal_process(pid: int, signum: int) -> bool:
+    """Whether the signal reached a live process."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
