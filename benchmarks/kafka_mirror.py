@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from onceflow.api import ExactlyOnceMode
 from onceflow.connectors.kafka_mirror import KafkaMirrorConnector
-from onceflow.eos.offsets import ensure_topic
+from onceflow.eos.topics import ensure_topic
 
 PARTITIONS = 4
 BATCH = 1000

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from onceflow.api import ExactlyOnceMode
 from onceflow.connectors.sequence import StreamBodies
 from onceflow.eos.consume import end_offsets
-from onceflow.eos.offsets import ensure_topic
+from onceflow.eos.topics import ensure_topic
 
 CASES = [(100, 100), (100, 1000), (1024, 100), (1024, 1000)]
 # The interval boundary's case: small polls, one transaction per interval.

@@ -26,7 +26,7 @@ import yaml
 from _harness import JSON_OVERHEAD
 
 from onceflow.eos.consume import end_offsets
-from onceflow.eos.offsets import ensure_topic
+from onceflow.eos.topics import ensure_topic
 
 CASES = [(100, 1000), (1024, 1000), (100, 100)]
 TASKS = 3

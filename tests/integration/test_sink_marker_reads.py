@@ -11,15 +11,13 @@ import pytest
 from confluent_kafka import Producer
 
 from onceflow.eos.clients import admin_client
+from onceflow.eos.sink_markers import MARKER_CLIENTS, MARKER_WINDOW, committed_marker
 from onceflow.eos.writer import Record, TxnState
 from onceflow.logic.sink_markers import SinkMarker
 from onceflow.model.spark_names import sink_transactional_id
 from onceflow.spark.held_producers import HELD_PRODUCERS
 from onceflow.spark.kafka_sink import (
-    MARKER_CLIENTS,
-    MARKER_WINDOW,
     SinkTarget,
-    committed_marker,
     prepare_topics,
     sink_target,
     write_partition,

@@ -11,7 +11,8 @@ import pytest
 from onceflow.api.connector import SourceRecord
 from onceflow.api.task import TaskSettings
 from onceflow.eos.audit_reader import read_sequences
-from onceflow.eos.offsets import ensure_offsets_topic, ensure_topic, offset_key
+from onceflow.eos.offsets import ensure_offsets_topic, offset_key
+from onceflow.eos.topics import ensure_topic
 from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.audit import audit_sequences
 from onceflow.runtime.task import ExitCode

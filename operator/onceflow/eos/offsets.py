@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from onceflow.api.connector import SourceOffset, SourcePartition
-from onceflow.eos.clients import admin_client, client_config, cluster_metadata, visible_partitions
+from onceflow.eos.clients import admin_client, client_config
 from onceflow.eos.consume import read_to_end
+from onceflow.eos.topics import ensure_topic
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,6 @@ log = logging.getLogger(__name__)
 # ordered log, which is what a read-to-end needs (across partitions an older offset
 # could be read last and win).
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
-# Connect's default for its internal topics; fewer when the cluster has fewer brokers
-# (a development broker), never the broker default, which is often 1: one lost disk
-# would lose every source's offsets (a full replay) or a sink's markers.
-REPLICATION_FACTOR = 3
 
 
 class OffsetsTopicError(ValueError):
@@ -89,33 +86,6 @@ class OffsetKeys:
 
 def offset_value(offset: SourceOffset) -> bytes:
     return _canonical(dict(offset))
-
-
-def ensure_topic(
-    bootstrap: str,
-    topic: str,
-    *,
-    partitions: int = 1,
-    config: Mapping[str, str] | None = None,
-    extra: Mapping[str, str] | None = None,
-    admin: AdminClient | None = None,
-) -> int:
-    """Creates ``topic`` unless it exists; an existing topic is left as it is. Returns
-    its partition count once the metadata shows it, so what the caller does next (read
-    it, describe it) never finds it unknown. ``admin``: a client the caller uses for
-    its other steps too (each new one costs its connections: about 50 ms against a
-    local broker)."""
-    if admin is None:
-        admin = admin_client(bootstrap, extra)
-    brokers = len(cluster_metadata(admin).brokers)
-    replicas = max(1, min(REPLICATION_FACTOR, brokers))
-    spec = NewTopic(topic, partitions, replication_factor=replicas, config=dict(config or {}))
-    try:
-        admin.create_topics([spec])[topic].result(timeout=30)
-    except KafkaException as error:
-        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-    return visible_partitions(admin, topic)
 
 
 def ensure_offsets_topic(

@@ -42,9 +42,9 @@ from onceflow.eos.offsets import (
     OffsetsTopicError,
     StoredOffsets,
     ensure_offsets_topic,
-    ensure_topic,
     read_offsets,
 )
+from onceflow.eos.topics import ensure_topic
 from onceflow.eos.writer import (
     CommitUncertainError,
     IdempotentWriter,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onceflow.eos.worker_cache import KeptBetweenBatches
 from onceflow.eos.writer import TransactionalWriter
 from onceflow.logic.sink_markers import SinkMarker
-from onceflow.spark.worker_cache import KeptBetweenBatches
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import KafkaDelivery, SparkJobSettings
 from onceflow.eos.clients import mounted_secret
-from onceflow.eos.offsets import ensure_topic
+from onceflow.eos.topics import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
 from onceflow.logic.sink_identity import SinkIdentity
 from onceflow.model.spark_app import ISOLATION_CONF

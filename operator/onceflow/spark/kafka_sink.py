@@ -7,26 +7,31 @@ query and batch id, in one transaction. A task attempt first initialises (fencin
 earlier attempt of the same partition), then reads that partition's marker
 read_committed to the end: a batch this query already committed there is skipped.
 Rows go to partitions by a stable hash of the key computed in the JVM, so a replay
-puts every row where the first attempt did.
+puts every row where the first attempt did. The markers themselves (their topic, keys,
+reads and writes) live in ``eos.sink_markers``; this module writes the rows around them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
-from onceflow.eos.clients import admin_client, cluster_metadata, visible_partitions
-from onceflow.eos.consume import end_offsets, read_to_end, span_reader
+from onceflow.eos.clients import admin_client, visible_partitions
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.eos.offsets import ensure_topic
+from onceflow.eos.sink_markers import (
+    committed_marker,
+    committed_markers,
+    ensure_marker_topic,
+    send_marker,
+)
+from onceflow.eos.topics import ensure_topic
 from onceflow.eos.writer import (
     Headers,
     ProducerFailedError,
@@ -41,15 +46,11 @@ from onceflow.logic.sink_markers import Layout, SinkMarker, already_written, sta
 from onceflow.model.spark_names import (
     sink_marker_topic,
     sink_transactional_id,
-    sink_transactional_id_stem,
     sink_transactional_ids,
 )
 from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.held_producers import HELD_PRODUCERS, HeldProducer
 from onceflow.spark.query_identity import QueryIdentity
-from onceflow.spark.worker_cache import KeptBetweenBatches
-
-MARKER_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 @dataclass(frozen=True)
@@ -114,113 +115,8 @@ def prepare_topics(target: SinkTarget, admin: AdminClient) -> SinkTarget:
             f"spec.sink.kafka.partitions: topic {target.topic!r} has {found} partitions, "
             f"not {target.partitions}; use a new topic or set partitions: {found}"
         )
-    ensure_topic(
-        target.bootstrap,
-        target.marker_topic,
-        partitions=target.partitions,
-        config=MARKER_TOPIC_CONFIG,
-        admin=admin,
-    )
-    return dataclasses.replace(
-        target, marker_partitions=visible_partitions(admin, target.marker_topic)
-    )
-
-
-def _marker_keys(target: SinkTarget, partition: int) -> tuple[bytes, bytes]:
-    """The partition's own key (its transactional id), and the bare partition number
-    markers had before: another job whose marker topic name meets ours never matches."""
-    own = sink_transactional_id(target.prefix, target.job, partition).encode()
-    return own, str(partition).encode()
-
-
-# The newest marker of a partition is near the end of its marker partition, behind at
-# most the markers of the partitions sharing it and the control records: it is looked
-# for in growing windows from the end, not read from offset 0 every batch (the head
-# compaction has not reached yet grows with every batch).
-MARKER_WINDOW = 64
-
-
-@dataclass
-class MarkerClients:
-    """The clients a worker reads markers with, kept between batches: a partition moves
-    to another Python worker in about every other batch, and each move reads its marker
-    back; new clients cost their connections each time (about 80 ms against a local
-    broker, more than the read)."""
-
-    admin: AdminClient
-    consumer: Consumer
-
-    @classmethod
-    def open(cls, target: SinkTarget) -> MarkerClients:
-        admin = admin_client(target.bootstrap, target.extra)
-        reader = span_reader(target.bootstrap, target.extra, "read_committed", target.marker_topic)
-        return cls(admin, reader)
-
-
-# Keyed by bootstrap servers and marker topic.
-MARKER_CLIENTS: KeptBetweenBatches[MarkerClients] = KeptBetweenBatches()
-
-
-def committed_marker(target: SinkTarget, partition: int) -> SinkMarker | None:
-    """The last marker committed to ``partition`` (None if none yet)."""
-    clients = MARKER_CLIENTS.take(target.bootstrap, target.marker_topic)
-    if clients is None:
-        clients = MarkerClients.open(target)
-    try:
-        found = _last_marker(target, partition, clients)
-    except BaseException:
-        clients.consumer.close()
-        raise
-    MARKER_CLIENTS.keep(clients, target.bootstrap, target.marker_topic)
-    return found
-
-
-def _last_marker(target: SinkTarget, partition: int, clients: MarkerClients) -> SinkMarker | None:
-    keys = _marker_keys(target, partition)
-    where = partition % target.marker_partitions
-    end = end_offsets(
-        target.bootstrap,
-        target.marker_topic,
-        target.extra,
-        partitions=[where],
-        admin=clients.admin,
-    )
-    upto, window = end[where], MARKER_WINDOW
-    while upto > 0:
-        start = max(0, upto - window)
-        found, last = False, None
-        read = read_to_end(
-            target.bootstrap,
-            target.marker_topic,
-            extra=target.extra,
-            span={where: (start, upto)},
-            consumer=clients.consumer,
-        )
-        with contextlib.closing(read):  # lets go of the partition even if decoding fails
-            for message in read:
-                if message.key() in keys:
-                    value = message.value()
-                    found, last = True, SinkMarker.decode(value) if value else None
-        if found:
-            return last
-        upto, window = start, window * 4
-    return None
-
-
-def committed_markers(target: SinkTarget, admin: AdminClient) -> list[SinkMarker]:
-    """The last marker of every output partition this job ever wrote under the target's
-    prefix, any layout (none when that prefix's marker topic does not exist)."""
-    if target.marker_topic not in cluster_metadata(admin).topics:
-        return []
-    own = sink_transactional_id_stem(target.prefix, target.job).encode()
-    last: dict[bytes, SinkMarker] = {}
-    for message in read_to_end(
-        target.bootstrap, target.marker_topic, extra=target.extra, admin=admin
-    ):
-        key, value = message.key() or b"", message.value()
-        if key.startswith(own) and value:
-            last[key] = SinkMarker.decode(value)
-    return list(last.values())
+    markers = ensure_marker_topic(target.bootstrap, target.marker_topic, target.partitions, admin)
+    return dataclasses.replace(target, marker_partitions=markers)
 
 
 @dataclass(frozen=True)
@@ -301,13 +197,7 @@ class PartitionWrite:
         return self.skip
 
     def _send_marker(self, acknowledged: bool) -> None:
-        t = self.target
-        key = _marker_keys(t, self.partition)[0]
-        where = self.partition % t.marker_partitions
-        if acknowledged:
-            self.writer.send_acknowledged(t.marker_topic, key, self.marker.encode(), where)
-        else:
-            self.writer.send(t.marker_topic, key, self.marker.encode(), partition=where)
+        send_marker(self.writer, self.target, self.partition, self.marker, acknowledged)
 
     def send(self, run: RowRun) -> None:
         if self.skip:

@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from onceflow.eos.worker_cache import KeptBetweenBatches
 from onceflow.logic.slice_markers import (
     LegacyMarkers,
     SliceLayout,
@@ -40,7 +41,6 @@ from onceflow.logic.slice_markers import (
 )
 from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.query_identity import QueryIdentity
-from onceflow.spark.worker_cache import KeptBetweenBatches
 
 log = logging.getLogger(__name__)
 

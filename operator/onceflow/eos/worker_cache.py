@@ -2,7 +2,9 @@
 
 Spark reuses its Python workers across tasks and batches; a sink that opened a
 connection or producer per task paid for its setup in every batch. One worker runs
-one task at a time, and taking removes: two writes never share a client.
+one task at a time, and taking removes: two writes never share a client. In ``eos``
+because the Kafka sink's marker store (``eos.sink_markers``) keeps its readers here
+too, beside the Spark sinks' producers and connections.
 """
 
 from __future__ import annotations
