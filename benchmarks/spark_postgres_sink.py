@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from spark_sink import _fill, _topic
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.spark.job import apply_transform, read_input, start_query, stream_writer
 from onceflow.spark.session import local_session
 

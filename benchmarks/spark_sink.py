@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.spark.job import apply_transform, read_input, start_query, stream_writer
 from onceflow.spark.kafka_sink import WRITTEN_SCHEMA, arrow_runs, shuffled_to_output_partitions
 from onceflow.spark.session import local_session

@@ -210,7 +210,7 @@ def _manifests(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_spark_job(args: argparse.Namespace) -> int:
-    from onceflow.api.spark import SparkJobSettings
+    from onceflow.api.driver import SparkJobSettings
     from onceflow.spark.job import run_job
 
     _follow_supervisor(args)

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from onceflow.api.spark import SparkJobSettings, Trigger
+from onceflow.api.driver import SparkJobSettings
+from onceflow.api.spark import Trigger
 from tests.support.checkpoint import last_batch, planned_ends
 from tests.support.copy_job import (
     DRIVER_KILLS,

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.spark.postgres_sink import LAYOUTS_TABLE, MARKERS_TABLE
 from tests.conformance.fixtures import FixtureLookup

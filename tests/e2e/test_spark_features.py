@@ -19,8 +19,9 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import SparkJob, SparkJobSettings, Trigger
+from onceflow.api.spark import SparkJob, Trigger
 from tests.support.drivers import (
     die_between_sink_commit_and_checkpoint,
     driver_log,

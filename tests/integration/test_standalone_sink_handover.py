@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.model.spark_names import sink_transactional_id
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor
 from tests.support.kafka import zombie_in_a_transaction

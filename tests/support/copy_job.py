@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 
 DRIVER_KILLS = int(os.environ.get("ONCEFLOW_CHAOS_DRIVER_KILLS", "3"))
 STREAMS = 4

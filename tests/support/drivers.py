@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.spark.job import CHAOS_EXIT_CODE
 from tests.support.checkpoint import batch_in_flight, forget_batch, last_batch
 from tests.support.proc import descendants, ended

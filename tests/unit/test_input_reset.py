@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import InputOffset, InputReset, InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState
-from onceflow.api.spark import Sink, SparkJobSettings, Transform
+from onceflow.api.spark import Sink, Transform
 from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.starting_position import (
     OffsetLogError,

@@ -7,8 +7,9 @@ from typing import Any
 
 from onceflow.api import ExactlyOnceMode, KafkaSource, Pipeline
 from onceflow.api.connector import SourceConnector
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.errors import Problem
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import SparkJob
 from onceflow.connectors.sequence import SequenceConnector
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
 from onceflow.logic.resource_set import ResourceSet

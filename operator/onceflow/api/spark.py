@@ -17,7 +17,7 @@ from onceflow.api.columns import (
     is_event_time,
     schema_fields,
 )
-from onceflow.api.input_reset import InputOffset, InputReset, InputResetStatus
+from onceflow.api.input_reset import InputReset, InputResetStatus
 from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.status import FencingStatus
@@ -727,84 +727,3 @@ class SparkJob(ApiModel):
                 f"{self.NAME_LIMIT_REASON} (63 at most); choose a shorter name"
             )
         return self
-
-
-class SparkJobSettings(ApiModel):
-    """What one driver is told (the job's ConfigMap, or a file when run locally): the
-    SparkJob spec resolved against its Pipeline, with the mode the rollout is in."""
-
-    job: str = Field(description="Name of the SparkJob.")
-    namespace: str = Field(default="default", description="Namespace of the SparkJob.")
-    mode: ExactlyOnceMode = Field(description="Pipeline mode the job is built for.")
-    bootstrap_servers: str = Field(description="Kafka bootstrap servers.")
-    kafka_config: dict[str, str] = Field(default_factory=dict, description="librdkafka extras.")
-    kafka_config_dir: str | None = Field(
-        default=None,
-        description="Mounted Secret with more librdkafka settings, one per file (the "
-        "Pipeline's kafka.authSecretRef); translated for Spark's Java Kafka client.",
-    )
-    kafka_secret: str | None = Field(
-        default=None, description="Name of the Secret mounted at kafkaConfigDir."
-    )
-    transactional_id_prefix: str = Field(description="Prefix of the sink transactional ids.")
-    previous_transactional_id_prefix: str | None = Field(
-        default=None,
-        description="The sink's prefix before a rename: a batch left in flight under it "
-        "is finished under its ids, never written again under the new ones.",
-    )
-    topics: list[str] = Field(min_length=1, description="Resolved input topics.")
-    starting_offsets: Literal["earliest", "latest"] = "earliest"
-    starting_timestamp: int | None = Field(
-        default=None, ge=0, description="An input reset's time: wins over startingOffsets."
-    )
-    starting_partition_offsets: list[InputOffset] | None = Field(
-        default=None,
-        description="An input reset's offsets: other partitions go on from "
-        "continueFromCheckpoint's last finished batch (or startingOffsets without one).",
-    )
-    continue_from_checkpoint: str | None = Field(
-        default=None,
-        description="Set by the driver itself (spark.reset_checkpoint): the checkpoint "
-        "whose last finished batch the partitions an input reset does not name go on from.",
-    )
-    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
-    value_schema: str | None = Field(default=None, description="input.valueSchema.")
-    watermark: Watermark | None = None
-    dedup: Dedup | None = None
-    transform: Transform
-    transform_dir: str | None = Field(
-        default=None,
-        description="Directory holding transform.configMap's files (its mount).",
-    )
-    transform_code_digest: str | None = Field(
-        default=None,
-        description="Digest of transform.configMap's files: an edit of the code is an "
-        "edit of the settings, so the driver restarts and it and its executors run one "
-        "version of the code.",
-    )
-    output_mode: OutputMode = OutputMode.APPEND
-    sink: Sink
-    checkpoint_location: str = Field(description="Checkpoint directory or URI.")
-    postgres_dsn_file: str | None = Field(
-        default=None, description="File holding the sink's libpq DSN (a mounted Secret key)."
-    )
-    trigger: Trigger = Field(default_factory=Trigger)
-    metrics_port: int = Field(
-        default=0, ge=0, le=65535, description="Port of the driver's /metrics; 0: none."
-    )
-    chaos_fail_sink_once: str | None = Field(
-        default=None,
-        description="Fault injection for drills: the first sink task to find no file at "
-        "this path creates it and fails half-way through its partition.",
-    )
-    chaos_exit_after_sink_commit: str | None = Field(
-        default=None,
-        description="Fault injection for drills: the first driver to finish a sink commit "
-        "with no file at this path writes the batch id there and exits at once, before "
-        "Spark's commit log records the batch.",
-    )
-
-    @property
-    def isolation_level(self) -> str:
-        """read_committed from `preparing` on: consumers first, producers after."""
-        return "read_committed" if self.mode.reads_committed else "read_uncommitted"

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.errors import Problem
 from onceflow.api.manifests import Resource
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import SparkJob
 from onceflow.control.graph import Listing, admission_problems
 from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem

@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from kubernetes.client.exceptions import ApiException
 
 from onceflow.api import ExactlyOnceMode, Pipeline
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import InputResetResult
 from onceflow.api.pipeline import WorkloadState, effective_state
-from onceflow.api.spark import SparkJob, SparkJobSettings, SparkJobStatus
+from onceflow.api.spark import SparkJob, SparkJobStatus
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff

@@ -6,9 +6,10 @@ driver starts on it, and only then does Spark read the starting position.
 
 from __future__ import annotations
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import InputReset, InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState
-from onceflow.api.spark import Sink, SparkJobSettings
+from onceflow.api.spark import Sink
 
 NOT_STOPPED = (
     "an input reset applies only while the job is stopped: this one was asked of a job "

@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Mapping
 
 from onceflow.api.connector import ConnectorLookup
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.errors import (
     PIPELINE_NOT_FOUND,
     SECRET_NOT_FOUND,
@@ -22,7 +23,7 @@ from onceflow.api.errors import (
 )
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
 from onceflow.api.source import KafkaSource
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import SparkJob
 from onceflow.logic.preflight import at_least_once_sink_problem, preflight_source
 from onceflow.logic.rollout import ORDER as ROLLOUT_ORDER
 from onceflow.model.spark_app import job_settings

@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob, SparkJobSettings
+from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
     LABEL_SPARKJOB,

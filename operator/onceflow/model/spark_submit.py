@@ -13,7 +13,8 @@ so the driver lives in the Job's own pod rather than in one spark-submit creates
 
 from __future__ import annotations
 
-from onceflow.api.spark import CPU_REQUEST_KEYS, DRIVER_SUFFIX, SparkJob, SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
+from onceflow.api.spark import CPU_REQUEST_KEYS, DRIVER_SUFFIX, SparkJob
 from onceflow.model.objects import (
     LABEL_SPARKJOB,
     METRICS_CONTAINER_PORT,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from onceflow.api.spark import SparkJob, SparkJobSettings, Submitter
+from onceflow.api.driver import SparkJobSettings
+from onceflow.api.spark import SparkJob, Submitter
 from onceflow.model.objects import WorkloadImage
 from onceflow.model.spark_app import Manifest, spark_application, spark_application_state
 from onceflow.model.spark_submit import submit_job, submit_job_name, submit_job_state

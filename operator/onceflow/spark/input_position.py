@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 from onceflow.eos.consume import end_offsets
 from onceflow.logic.starting_position import (
     Positions,
@@ -21,7 +21,11 @@ class InputResetError(ValueError):
     """A reset's offsets name partitions the input does not have."""
 
 
-def starting_options(spark: Any, settings: SparkJobSettings) -> dict[str, str]:
+def starting_options(
+    spark: Any, settings: SparkJobSettings, continue_from_checkpoint: str | None = None
+) -> dict[str, str]:
+    """``continue_from_checkpoint``: where partitions an input reset does not name go
+    on from (``spark.reset_checkpoint.QueryStart``)."""
     if settings.starting_timestamp is not None:
         # A partition with no record at or after the time starts at its end, rather than
         # failing the query (Spark's default): nothing is there to read yet.
@@ -41,15 +45,14 @@ def starting_options(spark: Any, settings: SparkJobSettings) -> dict[str, str]:
         raise InputResetError(
             "; ".join(wrong) + "; give the reset a new id with partitions the input has"
         )
-    resumed = _last_finished(spark, settings)
+    resumed = _last_finished(spark, settings, continue_from_checkpoint)
     return {
         "startingOffsets": starting_offsets(partitions, given, resumed, settings.starting_offsets)
     }
 
 
-def _last_finished(spark: Any, settings: SparkJobSettings) -> Positions:
+def _last_finished(spark: Any, settings: SparkJobSettings, before: str | None) -> Positions:
     """Where the stopped job's last finished batch ended, from its checkpoint's logs."""
-    before = settings.continue_from_checkpoint
     if before is None:
         return {}
     batch = last_batch(spark, f"{before.rstrip('/')}/commits")

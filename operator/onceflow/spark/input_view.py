@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from onceflow.api.columns import DELIVERY_COLUMNS, KAFKA_COLUMNS
-from onceflow.api.spark import SparkJobSettings
+from onceflow.api.driver import SparkJobSettings
 
 PARSED = "__onceflow_value"
 

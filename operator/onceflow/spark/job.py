@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import KafkaDelivery, SparkJobSettings
+from onceflow.api.spark import KafkaDelivery
 from onceflow.eos.clients import mounted_secret
 from onceflow.eos.topics import ensure_topic
 from onceflow.logic.java_kafka import java_kafka_settings
@@ -63,12 +64,14 @@ def batch_sink(sink: BatchSink, settings: SparkJobSettings) -> BatchSink:
     return sink
 
 
-def read_input(spark: Any, settings: SparkJobSettings) -> Any:
+def read_input(
+    spark: Any, settings: SparkJobSettings, continue_from_checkpoint: str | None = None
+) -> Any:
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("subscribe", ",".join(settings.topics))
-        .options(**starting_options(spark, settings))
+        .options(**starting_options(spark, settings, continue_from_checkpoint))
         .option(
             "kafka.isolation.level",
             spark.conf.get(ISOLATION_CONF, settings.isolation_level),
@@ -118,9 +121,16 @@ def checkpoint_identity(
     )
 
 
-def start_query(spark: Any, settings: SparkJobSettings, single_trigger: bool = False) -> Any:
-    """Starts the query; the caller waits on it."""
-    output = apply_transform(spark, read_input(spark, settings), settings)
+def start_query(
+    spark: Any,
+    settings: SparkJobSettings,
+    single_trigger: bool = False,
+    continue_from_checkpoint: str | None = None,
+) -> Any:
+    """Starts the query; the caller waits on it. ``continue_from_checkpoint``: see
+    ``spark.reset_checkpoint.QueryStart``."""
+    frame = read_input(spark, settings, continue_from_checkpoint)
+    output = apply_transform(spark, frame, settings)
     sink = settings.sink
     if sink.kafka is not None:
         check_kafka_columns(output.dtypes)
@@ -207,10 +217,12 @@ def run_job(settings: SparkJobSettings) -> int:
     settings = settings.model_copy(update={"kafka_config": {**settings.kafka_config, **mounted}})
     spark = driver_session(f"onceflow-{settings.job}")
     annotator = report_progress(spark, settings.job, settings.metrics_port)
-    settings = prepare_checkpoint(
+    start = prepare_checkpoint(
         spark, settings, lambda old: start_query(spark, old, single_trigger=True).awaitTermination()
     )
-    query = start_query(spark, settings)
+    query = start_query(
+        spark, start.settings, continue_from_checkpoint=start.continue_from_checkpoint
+    )
     query.awaitTermination()
     flush(annotator)  # a drained availableNow run's last batch
     return 0

@@ -65,7 +65,7 @@ class SinkTarget:
     prefix: str
     job: str
     fail_once_flag: str | None = None
-    """Chaos drill: see SparkJobSettings.chaos_fail_sink_once."""
+    """Chaos drill: see ``api.driver.DriverDrills.chaos_fail_sink_once``."""
     transaction_timeout_ms: int = 60000
     marker_partitions: int = 0
     """Partitions of the marker topic; output partition p's marker lives in p modulo it."""

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import RESETS_DIRECTORY
-from onceflow.api.spark import SparkJobSettings
 from onceflow.spark.hadoop_files import exists, last_batch, names_in, read_text, replace_text
 
 log = logging.getLogger(__name__)
@@ -54,11 +55,23 @@ def _planned(spark: Any, location: str) -> int:
     return last_batch(spark, f"{location}/offsets")
 
 
+@dataclass(frozen=True)
+class QueryStart:
+    """What the driver starts its query with: its settings (perhaps pointed at another
+    checkpoint), and its own note of where partitions go on from."""
+
+    settings: SparkJobSettings
+    continue_from_checkpoint: str | None = None
+    """The checkpoint whose last finished batch the partitions an input reset does not
+    name go on from (``spark.input_position``). The driver's own finding, never told:
+    so it is not part of the settings the operator writes."""
+
+
 def prepare_checkpoint(
     spark: Any, settings: SparkJobSettings, finish: Callable[[SparkJobSettings], None]
-) -> SparkJobSettings:
-    """The settings to start the query with. ``finish`` runs a query of the given
-    settings for one trigger and waits for it (the old checkpoint's batch in flight)."""
+) -> QueryStart:
+    """What to start the query with. ``finish`` runs a query of the given settings for
+    one trigger and waits for it (the old checkpoint's batch in flight)."""
     base, told = _split(settings.checkpoint_location)
     pointer = f"{base}/{RESETS_DIRECTORY}/{POINTER}"
     newest = (0, "")
@@ -70,19 +83,20 @@ def prepare_checkpoint(
             "the checkpoint %s was reset to %s since; running on that one (the job's "
             "status may have been lost)", settings.checkpoint_location, newest[1],
         )  # fmt: skip
-        return _without_reset(settings, _path(base, newest))
+        return QueryStart(_without_reset(settings, _path(base, newest)))
     if told[0] == 0 or _planned(spark, settings.checkpoint_location) >= 0:
-        return settings  # the job's own checkpoint, or a reset's that has run: resumed
+        # the job's own checkpoint, or a reset's that has run: resumed
+        return QueryStart(settings)
     replace_text(spark, pointer, told[1])
     if not settings.starting_partition_offsets:
-        return settings
+        return QueryStart(settings)
     earlier = _newest_planned_before(spark, base, told)
     if earlier is None:
-        return settings
+        return QueryStart(settings)
     if last_batch(spark, f"{earlier}/commits") < _planned(spark, earlier):
         log.warning("finishing the batch the stopped query left in flight on %s", earlier)
         finish(_without_reset(settings, earlier))
-    return settings.model_copy(update={"continue_from_checkpoint": earlier})
+    return QueryStart(settings, continue_from_checkpoint=earlier)
 
 
 def _newest_planned_before(spark: Any, base: str, told: ResetCheckpoint) -> str | None:
@@ -101,6 +115,5 @@ def _without_reset(settings: SparkJobSettings, checkpoint: str) -> SparkJobSetti
             "checkpoint_location": checkpoint,
             "starting_timestamp": None,
             "starting_partition_offsets": None,
-            "continue_from_checkpoint": None,
         }
     )

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from onceflow.api import Pipeline
+from onceflow.api.driver import SparkJobSettings
 from onceflow.api.errors import Problem
 from onceflow.api.input_reset import InputReset, InputResetStatus
 from onceflow.api.pipeline import WorkloadState, effective_state
-from onceflow.api.spark import SparkJob, SparkJobSettings
+from onceflow.api.spark import SparkJob
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job, transform_code_problem
