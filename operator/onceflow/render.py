@@ -14,6 +14,7 @@ from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import MANIFESTS, ResourceRef
 from onceflow.api.spark import SparkJob
 from onceflow.api.task import KubernetesAuthority
+from onceflow.connectors.registry import operator_loader
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_source, resolve_spark_job
 from onceflow.logic.resource_set import ResourceSet
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
@@ -28,7 +29,6 @@ from onceflow.model.objects import (
 )
 from onceflow.model.spark_app import job_configmap
 from onceflow.model.submission import submission_of
-from onceflow.runtime.plugins import operator_loader
 
 DEFAULT_IMAGE = WorkloadImage()
 

@@ -32,9 +32,9 @@ from confluent_kafka.admin import AdminClient
 
 from onceflow.api import KafkaSourceSpec
 from onceflow.api.connector import ConnectorError, SourceRecord, TaskContext
+from onceflow.connectors.checks import SOURCE_SYSTEM_REFUSED, source_system_problems
 from onceflow.connectors.postgres import PostgresConnector, PostgresTask
 from onceflow.eos.offsets import StoredOffsets
-from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems
 from tests.support.onceflow_run import run_until_refused
 from tests.support.standby import Standby, hot_standby
 from tests.support.waiting import wait_for
@@ -104,7 +104,7 @@ def test_the_source_check_refuses_a_standby_when_exactly_once_is_required(
     assert source_system_problems(primary, {}, shares_task_filesystem=False) == []
 
     # Requested: the source runs, and the log says it is without exactly-once.
-    with caplog.at_level(logging.WARNING, logger="onceflow.runtime.source_check"):
+    with caplog.at_level(logging.WARNING, logger="onceflow.connectors.checks"):
         requested = _spec(standby.dsn, table, "requested")
         assert source_system_problems(requested, {}, shares_task_filesystem=False) == []
     assert "runs without exactly-once" in caplog.text

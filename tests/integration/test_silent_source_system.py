@@ -29,7 +29,7 @@ from onceflow.connectors.postgres import answer_deadline
 from onceflow.connectors.postgres.server_checks import source_problems
 from onceflow.connectors.postgres.settings import SettingError
 from onceflow.connectors.postgres.slot_retention import slot_retention
-from onceflow.runtime.plugins import load_connector
+from onceflow.connectors.registry import load_connector
 from tests.integration.test_operator import pipeline, source
 from tests.support.cluster import running_operator
 from tests.support.waiting import wait_for

@@ -15,11 +15,11 @@ from typing import Any
 
 from onceflow.api import KafkaSource, Pipeline
 from onceflow.api.task import FileAuthority, TaskSettings
+from onceflow.connectors.registry import load_connector
 from onceflow.eos.offsets import read_offsets
 from onceflow.logic.generations import GenerationRecord
 from onceflow.logic.resolve import resolve_source
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import load_connector
 from onceflow.standalone.state import store_record
 from tests.support.testbed import ROOT
 

@@ -9,8 +9,8 @@ import pytest
 
 from onceflow.api import KafkaSourceSpec
 from onceflow.api.connector import ConfigProblem
-from onceflow.runtime import source_check
-from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems, within
+from onceflow.connectors import checks as source_check
+from onceflow.connectors.checks import SOURCE_SYSTEM_REFUSED, source_system_problems, within
 
 
 def test_a_call_past_its_deadline_raises_and_one_within_returns_or_raises_its_own() -> None:

@@ -10,9 +10,9 @@ import pytest
 
 from onceflow.api import parse_resources
 from onceflow.api.spark import SparkJob
+from onceflow.connectors.registry import load_connector
 from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT, find_collisions
 from onceflow.model.checkpoint_places import label_value, place_of
-from onceflow.runtime.plugins import load_connector
 from tests.unit.test_topic_ownership import collisions, job, pipeline, summary
 
 

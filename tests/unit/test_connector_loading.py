@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from onceflow.runtime.plugins import UnknownConnectorError, load_connector, operator_loader
+from onceflow.connectors.registry import UnknownConnectorError, load_connector, operator_loader
 
 
 def test_installed_connectors_load_anywhere() -> None:

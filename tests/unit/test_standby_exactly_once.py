@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from onceflow.api import ExactlyOnceMode, KafkaSource, KafkaSourceSpec, Pipeline
+from onceflow.api.check_verdict import judge_source_check
 from onceflow.api.connector import (
     ConfigProblem,
     ConnectorError,
@@ -22,14 +23,13 @@ from onceflow.api.connector import (
 )
 from onceflow.api.source import ExactlyOnceSupport
 from onceflow.api.task import FileAuthority, TaskSettings
+from onceflow.connectors.checks import SOURCE_SYSTEM_REFUSED, source_system_problems
 from onceflow.connectors.postgres import PostgresConnector, query
 from onceflow.connectors.postgres.server_checks import standby_problem
+from onceflow.connectors.registry import load_connector
 from onceflow.eos.offsets import StoredOffsets
-from onceflow.logic.preflight import judge_source_check
 from onceflow.logic.resolve import resolve_source
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import load_connector
-from onceflow.runtime.source_check import SOURCE_SYSTEM_REFUSED, source_system_problems
 
 QUERY = {
     "mode": "incrementing",
@@ -136,7 +136,7 @@ def test_the_source_check_refuses_a_standby_only_when_exactly_once_is_required(
     assert "point url at the primary" in problem.message
     assert "set spec.exactlyOnceSupport: requested" in problem.message
 
-    with caplog.at_level(logging.WARNING, logger="onceflow.runtime.source_check"):
+    with caplog.at_level(logging.WARNING, logger="onceflow.connectors.checks"):
         assert (
             source_system_problems(_spec("requested"), {}, shares_task_filesystem=False, load=load)
             == []

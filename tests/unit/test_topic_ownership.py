@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from onceflow.api import parse_resources
 from onceflow.api.manifests import ResourceRef
+from onceflow.connectors.registry import load_connector
 from onceflow.logic.topic_ownership import (
     DUPLICATE_RESOURCE,
     INVALID_TOPIC_NAME,
@@ -23,7 +24,6 @@ from onceflow.logic.topic_ownership import (
     find_collisions,
     manifest_problems,
 )
-from onceflow.runtime.plugins import load_connector
 
 Document = dict[str, Any]
 

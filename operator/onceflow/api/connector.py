@@ -129,7 +129,7 @@ class TaskContext:
         """For a task that finds at start what its connector's ``check`` reports as
         ``exactly_once_only``: raises a ``ConnectorError`` naming the setting when the
         source requires exactly-once, else returns the warning to log before the task
-        runs without it (the same rule as ``logic.preflight.judge_source_check``)."""
+        runs without it (the same rule as ``api.check_verdict.judge_source_check``)."""
         if self.exactly_once_required:
             raise ConnectorError(
                 f"config.{problem.field}: {problem.message}; {EXACTLY_ONCE_WAIVER}"

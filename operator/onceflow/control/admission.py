@@ -13,13 +13,13 @@ from onceflow.api.errors import Problem
 from onceflow.api.manifests import Resource
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.spark import SparkJob
+from onceflow.connectors.registry import operator_loader
 from onceflow.control.graph import Listing, admission_problems
 from onceflow.control.workloads import current_mode
 from onceflow.logic.preflight import at_least_once_sink_problem
 from onceflow.logic.resolve import resolve_source, resolve_spark_job
 from onceflow.logic.tenant_policy import DEFAULT_POLICY, TenantPolicy
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import operator_loader
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 """(plural, namespace, name) -> object or None."""

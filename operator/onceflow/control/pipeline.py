@@ -17,6 +17,7 @@ from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadState, 
 from onceflow.api.source import ExactlyOnceSupport, KafkaSource
 from onceflow.api.spark import KafkaDelivery, SparkJob
 from onceflow.api.status import Condition, ConditionStatus, ConditionType
+from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
@@ -37,7 +38,6 @@ from onceflow.logic.rollout import (
 )
 from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.logic.topic_inventory import pipeline_topics
-from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 
 PLURAL = "pipelines"
 

@@ -29,6 +29,13 @@ from onceflow.api.source import (
     StoppedOffsets,
 )
 from onceflow.api.task import KubernetesAuthority
+from onceflow.connectors.checks import (
+    SOURCE_SYSTEM_REFUSED,
+    SourceSystemCalls,
+    StillAskingError,
+    source_system_problems,
+)
+from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
@@ -101,13 +108,6 @@ from onceflow.model.objects import (
 )
 from onceflow.model.spark_app import digest
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import ConnectorLoader, operator_loader
-from onceflow.runtime.source_check import (
-    SOURCE_SYSTEM_REFUSED,
-    SourceSystemCalls,
-    StillAskingError,
-    source_system_problems,
-)
 
 log = logging.getLogger(__name__)
 PLURAL = "kafkasources"

@@ -22,6 +22,7 @@ from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import InputResetResult
 from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobStatus
+from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures, write_status
 from onceflow.control.fencing import fence_with_backoff
@@ -77,7 +78,6 @@ from onceflow.model.spark_app import (
     job_configmap_name,
 )
 from onceflow.model.submission import SUBMISSIONS, Submission, submission_of
-from onceflow.runtime.plugins import ConnectorLoader, operator_loader
 
 PLURAL = "sparkjobs"
 # Drivers stop their query and executors on SIGTERM within seconds; the checkpoint

@@ -1,5 +1,5 @@
 """Asking a pipeline's Kafka whether it answers and accepts the login before any task
-or driver starts, as a source's own system is asked (``runtime.source_check``).
+or driver starts, as a source's own system is asked (``connectors.checks``).
 
 Without it, an unreachable or refusing broker surfaced minutes later and far from the
 cause: tasks restarting with librdkafka's transport errors, or a transaction said to

@@ -8,10 +8,7 @@ reported it afterwards. Each problem names the field and says how to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-
-from onceflow.api.connector import EXACTLY_ONCE_WAIVER, ConfigProblem, SourceConnector
+from onceflow.api.connector import SourceConnector
 from onceflow.api.errors import Problem
 from onceflow.api.pipeline import ExactlyOnceMode
 from onceflow.api.source import ExactlyOnceSupport, KafkaSourceSpec, TransactionBoundary
@@ -52,41 +49,6 @@ def preflight_source(spec: KafkaSourceSpec, connector: SourceConnector) -> list[
             )
         )
     return problems
-
-
-@dataclass(frozen=True)
-class SourceCheckVerdict:
-    """What a connector's ``check`` found, judged against the source's
-    ``exactlyOnceSupport``."""
-
-    refusals: tuple[ConfigProblem, ...]
-    """Each keeps every task of a new generation from starting."""
-    waived: tuple[ConfigProblem, ...] = ()
-    """Problems that stand only in the way of exactly-once, which the source merely
-    requested: it runs without it, as under a config the connector declares no support
-    for (``preflight_source``), and the caller says so in its log."""
-
-
-def judge_source_check(
-    support: ExactlyOnceSupport, found: Sequence[ConfigProblem]
-) -> SourceCheckVerdict:
-    """``found``: the connector's ``check`` of a config that passed preflight. Under
-    ``required`` every problem refuses, and one that only takes exactly-once away says
-    which setting trades it for running (the connector's own message names the fix in
-    the source system); under ``requested`` such a problem is waived."""
-    if support is ExactlyOnceSupport.REQUIRED:
-        return SourceCheckVerdict(
-            tuple(
-                replace(p, message=f"{p.message}; {EXACTLY_ONCE_WAIVER}")
-                if p.exactly_once_only
-                else p
-                for p in found
-            )
-        )
-    return SourceCheckVerdict(
-        refusals=tuple(p for p in found if not p.exactly_once_only),
-        waived=tuple(p for p in found if p.exactly_once_only),
-    )
 
 
 def at_least_once_sink_problem(

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from onceflow.api.task import TaskSettings
+from onceflow.connectors.registry import load_connector
 from onceflow.eos.clients import mounted_secret
 from onceflow.runtime.authority import authority_from
-from onceflow.runtime.plugins import load_connector
 from onceflow.runtime.stop_signals import stop_on_signals
 from onceflow.runtime.task import ExitCode, TaskRunner
 

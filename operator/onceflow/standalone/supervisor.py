@@ -30,6 +30,8 @@ from onceflow.api import InvalidResourceError, Resource, parse_resources
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import MANIFESTS, ResourceRef, is_core_object
 from onceflow.api.task import FileAuthority
+from onceflow.connectors.checks import CHECK_DEADLINE_S, source_system_problems, within
+from onceflow.connectors.registry import load_connector
 from onceflow.eos.broker_check import broker_problems
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.offset_changes import judged_change, write_offsets_change
@@ -60,8 +62,6 @@ from onceflow.logic.topic_ownership import manifest_problems
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.names import legacy_task_transactional_ids
 from onceflow.model.tasks import DesiredTasks
-from onceflow.runtime.plugins import load_connector
-from onceflow.runtime.source_check import CHECK_DEADLINE_S, source_system_problems, within
 from onceflow.standalone.children import ChildProcess, stop_recorded_orphans
 from onceflow.standalone.spark_jobs import PlannedSparkJob, SparkJobSupervisor, plan_spark_job
 from onceflow.standalone.state import load_record, state_path, store_record, write_json_atomically

@@ -3,7 +3,11 @@ before any of its tasks starts: a missing table, privilege, directory or cluster
 reported against the field to fix, and nothing is written to Kafka for a source
 that could not have read anything. What only takes exactly-once away (a polling
 query pointed at a read replica) refuses a source that requires exactly-once and is
-logged for one that merely requests it (``logic.preflight.judge_source_check``)."""
+logged for one that merely requests it (``api.check_verdict.judge_source_check``).
+
+Beside the connectors rather than in the task process (``onceflow.runtime``): the
+operator, its webhook, ``onceflow run`` and ``onceflow render`` ask before any task
+runs, and none of them needs the task process to do so."""
 
 from __future__ import annotations
 
@@ -15,11 +19,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from onceflow.api.check_verdict import judge_source_check
 from onceflow.api.connector import ConfigProblem
 from onceflow.api.errors import Problem
 from onceflow.api.source import KafkaSourceSpec
-from onceflow.logic.preflight import judge_source_check
-from onceflow.runtime.plugins import ConnectorLoader, load_connector
+from onceflow.connectors.registry import ConnectorLoader, load_connector
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,10 @@ the operator and its webhook also load a source's connector (to plan its tasks a
 check its config) in a process holding the operator's credentials: there a module
 reference is imported only if the platform allowed its module by name, so writing a
 KafkaSource never means running an arbitrary module of the image inside the operator.
+
+Beside the connectors rather than in the task process (``onceflow.runtime``): the task,
+the operator, its webhook, ``onceflow run`` and ``onceflow render`` all look connectors
+up, and only the task is the task process.
 """
 
 from __future__ import annotations
