@@ -23,17 +23,17 @@ from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
 from onceflow.cli_offsets import add_offsets_command
 from onceflow.cli_transactions import add_transactions_command, kafka_config_problem
+from onceflow.eos.lifeline import SUPERVISOR_PID_HELP
+from onceflow.eos.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
-from onceflow.runtime.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
-SUPERVISOR_PID_HELP = "exit (SIGTERM) when this parent process dies (set by onceflow run)"
 
 
 def _follow_supervisor(args: argparse.Namespace) -> None:
     if args.supervisor_pid is not None:
-        from onceflow.runtime.lifeline import die_with_supervisor
+        from onceflow.eos.lifeline import die_with_supervisor
 
         die_with_supervisor(args.supervisor_pid)
 
@@ -128,7 +128,7 @@ def _cmd_operator(args: argparse.Namespace) -> int:
             os.environ[f"ONCEFLOW_WEBHOOK_{option.upper()}"] = str(value)
     if args.namespace:
         os.environ["ONCEFLOW_NAMESPACES"] = ",".join(args.namespace)
-    from onceflow.runtime.heap import return_large_blocks_to_os
+    from onceflow.control.heap import return_large_blocks_to_os
 
     return_large_blocks_to_os()
     import kopf
@@ -210,11 +210,9 @@ def _manifests(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_spark_job(args: argparse.Namespace) -> int:
-    from onceflow.api.driver import SparkJobSettings
-    from onceflow.spark.job import run_job
+    from onceflow.spark.driver_main import run_driver
 
-    _follow_supervisor(args)
-    return run_job(SparkJobSettings.model_validate_json(Path(args.config).read_text()))
+    return run_driver(args.config, args.supervisor_pid)
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import pytest
 BURST = textwrap.dedent(
     """
     import sys
-    from onceflow.runtime.heap import return_large_blocks_to_os
+    from onceflow.control.heap import return_large_blocks_to_os
 
     if sys.argv[1] == "fixed":
         assert return_large_blocks_to_os()

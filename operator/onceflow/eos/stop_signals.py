@@ -20,8 +20,12 @@ and a blocking call runs to its own end (a commit completes or fails the way
 
 The mask survives fork and exec, so a process started by one of these begins with
 both signals blocked: every ``onceflow`` command clears them first
-(``unblock_inherited_stop_signals``, from ``cli.main``), and a program that a connector
-starts itself must do the same or never see SIGTERM.
+(``unblock_inherited_stop_signals``, from ``cli.main``, and from the Spark driver's own
+entry, ``spark.driver_main``), and a program that a connector starts itself must do the
+same or never see SIGTERM.
+
+In ``eos`` rather than in the task process (``runtime``): the task, the Spark driver
+and ``onceflow run`` all hold Kafka clients and all start this way.
 """
 
 from __future__ import annotations

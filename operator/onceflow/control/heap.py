@@ -8,7 +8,8 @@ them from the main heap instead, which a single long-lived block near its top ke
 from shrinking. Measured at 500 KafkaSources (benchmarks/operator_scale.py): 174 MB
 of main heap and 287-320 MB RSS with glibc's default, 41 MB and 198 MB with the
 threshold fixed at 64 KB. Fixing it is what MALLOC_MMAP_THRESHOLD_ does; done here,
-it holds however the operator is started (chart, `onceflow operator`, tests).
+it holds however the operator is started (chart, `onceflow operator`, tests). With the
+operator (``control``) because only the operator's process sets it.
 
 The price: asyncio's TLS transport allocates a 256 KB block per read, and each is now
 an mmap/munmap pair rather than warm heap. In the same benchmark the operator's CPU

@@ -6,6 +6,9 @@ means duplicates nothing bounds. On Linux the child asks the kernel for SIGTERM 
 its parent dies (``PR_SET_PDEATHSIG``), then checks that the parent it was started by
 is still its parent: one that died before the request would never send the signal.
 A SIGTERM'd task stops as on any request (a final commit where that is allowed).
+
+In ``eos`` beside ``stop_signals``: the task (through ``cli``) and the Spark driver
+(``spark.driver_main``) both follow their supervisor.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+SUPERVISOR_PID_HELP = "exit (SIGTERM) when this parent process dies (set by onceflow run)"
 
 
 def die_with_supervisor(supervisor_pid: int) -> None:
