@@ -23,17 +23,17 @@ from onceflow.api.manifests import is_core_object
 from onceflow.cli_completion import SHELLS
 from onceflow.cli_offsets import add_offsets_command
 from onceflow.cli_transactions import add_transactions_command, kafka_config_problem
-from onceflow.eos.lifeline import SUPERVISOR_PID_HELP
-from onceflow.eos.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 from onceflow.manifest_files import ManifestFileError, ManifestSources
 from onceflow.model.objects import DEFAULT_TASK_IMAGE, WorkloadImage
+from onceflow.processes.lifeline import SUPERVISOR_PID_HELP
+from onceflow.processes.stop_signals import stop_on_signals, unblock_inherited_stop_signals
 
 EXIT_CODES_HELP = "exit codes: 0 stopped or superseded, 75 fenced while current, 1 error"
 
 
 def _follow_supervisor(args: argparse.Namespace) -> None:
     if args.supervisor_pid is not None:
-        from onceflow.eos.lifeline import die_with_supervisor
+        from onceflow.processes.lifeline import die_with_supervisor
 
         die_with_supervisor(args.supervisor_pid)
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from onceflow.eos.stop_signals import StopSignalsTooLateError, stop_on_signals
+from onceflow.processes.stop_signals import StopSignalsTooLateError, stop_on_signals
 from onceflow.runtime.task import ExitCode
 from tests.support.proc import signal_pending
 from tests.support.waiting import wait_for
@@ -45,7 +45,7 @@ BLOCKED_IN_A_CALL = textwrap.dedent(
     import sys
     import threading
 
-    from onceflow.eos.stop_signals import stop_on_signals
+    from onceflow.processes.stop_signals import stop_on_signals
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     if sys.argv[1] == "stop_on_signals":
@@ -144,7 +144,7 @@ INHERITED_MASK = textwrap.dedent(
     import subprocess
     import sys
 
-    from onceflow.eos.stop_signals import stop_on_signals
+    from onceflow.processes.stop_signals import stop_on_signals
 
     stop_on_signals()
     child = '''

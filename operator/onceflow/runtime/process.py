@@ -2,7 +2,7 @@
 
 stdout carries one JSON progress line per second at most, for whoever supervises the
 process; logs go to stderr. SIGTERM and SIGINT stop the task gracefully; they are taken
-by a thread of their own (``eos.stop_signals``), never by a handler that could run
+by a thread of their own (``processes.stop_signals``), never by a handler that could run
 inside a blocking client call.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from onceflow.api.task import TaskSettings
 from onceflow.connectors.registry import load_connector
 from onceflow.eos.clients import mounted_secret
-from onceflow.eos.stop_signals import stop_on_signals
+from onceflow.processes.stop_signals import stop_on_signals
 from onceflow.runtime.authority import authority_from
 from onceflow.runtime.task import ExitCode, TaskRunner
 

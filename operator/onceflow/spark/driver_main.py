@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from onceflow.api.driver import SparkJobSettings
-from onceflow.eos.lifeline import SUPERVISOR_PID_HELP, die_with_supervisor
-from onceflow.eos.stop_signals import unblock_inherited_stop_signals
+from onceflow.processes.lifeline import SUPERVISOR_PID_HELP, die_with_supervisor
+from onceflow.processes.stop_signals import unblock_inherited_stop_signals
 
 DESCRIPTION = "run a SparkJob's streaming query"
 

@@ -7,7 +7,7 @@ while still current (someone SIGTERMed it) restarts it like its pod would be re-
 anything else (75 fenced while current, 1 error, killed by a signal) restarts with a
 capped exponential backoff.
 
-Children die with the supervisor (``--supervisor-pid``, see ``eos.lifeline``), and
+Children die with the supervisor (``--supervisor-pid``, see ``processes.lifeline``), and
 a new supervisor stops whatever a previous one recorded and left alive
 (``stop_recorded_orphans``) before it starts anything: only then may a successor of a
 non-transactional generation, which nothing can fence, start writing.
