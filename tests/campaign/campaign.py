@@ -157,7 +157,10 @@ def run_campaign(
         finally:
             timelines = [watch.stop() for watch in watches]
             rig.stop()
-        verdicts = _verdicts(rig)
+        try:
+            verdicts = _verdicts(rig)
+        finally:
+            rig.drop_tables()
     facts = {
         "seed": seed,
         "faults": len(strikes),

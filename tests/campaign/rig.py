@@ -250,6 +250,13 @@ class Rig:
         if self.loader.error is not None:
             raise RuntimeError("the CDC table's loader failed") from self.loader.error
 
+    def drop_tables(self) -> None:
+        """Once judged: a million-row table per campaign would pile up in the test
+        bed's database."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for table in (self.cdc_table, self.rows_table):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+
     def stop(self) -> None:
         if self.loader is not None:
             self.loader.end_early()

@@ -51,6 +51,19 @@ def start_driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[
         )
 
 
+def run_driver_until(
+    settings: SparkJobSettings, workdir: Path, done: Callable[[], bool], within_s: float, what: str
+) -> None:
+    """A driver started, left to run until ``done`` holds, then stopped as its pod would
+    be (SIGTERM), whether or not it got there."""
+    driver = start_driver(settings, workdir)
+    try:
+        wait_for(done, within_s, what)
+    finally:
+        driver.terminate()
+        driver.wait(60)
+
+
 def die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir: Path) -> int:
     """Runs a driver that exits right after its first sink commit; returns the batch id
     the sink committed but the checkpoint's commit log does not record. A marker file
