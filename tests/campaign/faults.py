@@ -89,8 +89,8 @@ def _a_task(arena: Arena) -> tuple[int, int]:
 
 
 def task_kill(arena: Arena) -> Strike:
-    task, pid = _a_task(arena)
     opened = arena.transaction_open()
+    task, pid = _a_task(arena)  # now: a task that ended while we waited is not aimed at
     now = time.time()
     killed = signal_process(pid, signal.SIGKILL)
     return Strike(
