@@ -19,7 +19,7 @@ from tests.campaign.recovery import KindRecovery, Strike
 from tests.campaign.report import write_report
 from tests.campaign.rig import CampaignSize, Rig
 from tests.campaign.schedule import fault_schedule
-from tests.campaign.watch import TableWatch, TopicWatch, Watch
+from tests.campaign.watch import TableWatch, Timeline, TopicWatch, Watch
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.netns import Namespace, network_namespace
 from tests.support.testbed import script_value
@@ -86,6 +86,12 @@ def _await_caught_up(rig: Rig, watches: Sequence[Watch]) -> None:
         if _seen(changes) != last:
             last, since = _seen(changes), time.monotonic()
         time.sleep(1)
+
+
+def _visible_by(timeline: Timeline, moment: float) -> int:
+    """The source's records visible when the last fault was over: those the faults
+    struck among (the rest came after, unpaced)."""
+    return max((seen for t, seen in timeline.progress if t <= moment), default=0)
 
 
 def _verdicts(rig: Rig) -> list[Verdict]:
@@ -166,6 +172,7 @@ def run_campaign(
         "faults": len(strikes),
         "kinds": len({s.kind for s in strikes}),
         "records": size.records,
+        "records_while_struck": _visible_by(timelines[0], strikes[-1].cleared_at if strikes else 0),
         "minutes": round((time.time() - start) / 60, 1),
         "stalled": stalled,
     }
