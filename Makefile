@@ -114,7 +114,7 @@ conformance: testbed-deps
 	  $(BIN)/pytest tests/conformance $(PYTEST_ARGS)
 
 # The fault campaign (docs/testbed.md, "The fault campaign"): 1,000 faults of every kind
-# over 1,000,000 records on the three-broker cluster, about 90 minutes on 2 cores; it
+# over 1,000,000 records on the three-broker cluster, about an hour on 2 cores; it
 # prints the report's folder. CAMPAIGN_ARGS="--faults 100 --per-stream 25000" is a short
 # one (--help lists the rest). make test runs one fault of each kind.
 campaign: testbed-deps

@@ -17,11 +17,16 @@ from tests.support.testbed import ROOT, ScriptedService
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="make campaign", description=__doc__)
+    defaults = CampaignSize()
     parser.add_argument("--faults", type=int, default=1000)
-    parser.add_argument("--streams", type=int, default=4)
-    parser.add_argument("--per-stream", type=int, default=250_000, help="records per stream")
-    parser.add_argument("--batch", type=int, default=8, help="records per task poll")
-    parser.add_argument("--poll-ms", type=int, default=100)
+    parser.add_argument("--streams", type=int, default=defaults.streams)
+    parser.add_argument(
+        "--per-stream", type=int, default=defaults.per_stream, help="records per stream"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=defaults.batch, help="records per task poll while struck"
+    )
+    parser.add_argument("--poll-ms", type=int, default=defaults.poll_ms)
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--no-spark", action="store_true", help="sources only")
     parser.add_argument(
@@ -41,17 +46,19 @@ def main() -> int:
     )
     services = [ScriptedService("kafka-cluster.sh"), ScriptedService("postgres.sh")]
     bootstrap, dsn = (service.ensure_up() for service in services)
+    cluster = KafkaCluster(bootstrap)
     try:
         with tempfile.TemporaryDirectory(prefix="campaign-") as workdir:
             result = run_campaign(
-                KafkaCluster(bootstrap), dsn, Path(workdir), args.out, size, args.faults,
-                args.seed, pause_s=tuple(args.pause),
+                cluster, dsn, Path(workdir), args.out, size, args.faults, args.seed,
+                pause_s=(args.pause[0], args.pause[1]),
             )  # fmt: skip
     finally:
+        cluster.restore()  # a broker an interrupted strike left killed or paused
         for service in services:
             service.release()
     print((result.folder / "summary.md").read_text())
-    print(f"report: {result.folder}")
+    print(f"report: {result.folder}; {len(result.missed)} of {len(result.strikes)} faults missed")
     return 0 if result.exact else 1
 
 

@@ -7,26 +7,24 @@ its final state."""
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
-from base64 import b64decode
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import audit_sequences
-from tests.support.cdc import audit_changes, final_versions
-from tests.support.testbed import ROOT, script_value
+from tests.support.cdc import audit_changes, final_versions, read_changes
+
+if TYPE_CHECKING:
+    from tests.campaign.rig import Rig
+from tests.campaign.java_clients import Read, read_with_java
 
 JAVA_READER = Path(__file__).with_name("ReadCommitted.java")
-
-Read = list[tuple[int, int, bytes | None, bytes | None]]
-"""``(partition, offset, key, value)`` of every record read, in partition and offset
-order."""
 
 
 @dataclass(frozen=True)
@@ -41,27 +39,11 @@ def read_with_librdkafka(bootstrap: str, topic: str) -> Read:
     return sorted((m.partition() or 0, m.offset() or 0, m.key(), m.value()) for m in messages)
 
 
-def read_with_java(bootstrap: str, topic: str) -> Read:
-    libs = script_value("scripts/kafka.sh", "libs")
-    with tempfile.NamedTemporaryFile(suffix=".tsv") as out:
-        subprocess.run(
-            ["java", "-cp", f"{libs}/*", str(JAVA_READER), bootstrap, topic, out.name],
-            cwd=ROOT, check=True, capture_output=True, timeout=900,
-        )  # fmt: skip
-        read = []
-        for line in Path(out.name).read_bytes().splitlines():
-            partition, offset, key, value = line.split(b"\t")
-            read.append((int(partition), int(offset), _bytes(key), _bytes(value)))
-    return sorted(read)
-
-
-def _bytes(base64: bytes) -> bytes | None:
-    return None if base64 == b"-" else b64decode(base64)
-
-
 def clients_agree(bootstrap: str, topic: str) -> tuple[Read, str | None]:
     """librdkafka's read, and what the Java client read differently (None: nothing)."""
-    ours, java = read_with_librdkafka(bootstrap, topic), read_with_java(bootstrap, topic)
+    ours = read_with_librdkafka(bootstrap, topic)
+    with tempfile.TemporaryDirectory() as scratch:
+        java = read_with_java(bootstrap, topic, Path(scratch) / "read.tsv")
     if ours == java:
         return ours, None
     only_ours, only_java = Counter(ours) - Counter(java), Counter(java) - Counter(ours)
@@ -128,3 +110,36 @@ def changes_verdict(pipeline: str, bootstrap: str, topic: str, dsn: str, table: 
         or f"{report.records} changes of {report.keys} rows, at the table's final state, "
         "both clients read the same",
     )
+
+
+def changes_caught_up(rig: Rig) -> bool:
+    """The CDC topic at the table's final state (librdkafka's read alone: it is asked
+    again and again while the source catches up)."""
+    final = final_versions(rig.dsn, rig.cdc_table)
+    return audit_changes(read_changes(rig.bootstrap, rig.changes), final).caught_up
+
+
+def verdicts(rig: Rig) -> list[Verdict]:
+    """Every pipeline's verdict; one whose audit could not even read is a failed one,
+    naming the error, not the end of the campaign's report."""
+    streams, per_stream = rig.size.streams, rig.size.per_stream
+
+    def sequences(pipeline: str, topic: str) -> Callable[[], Verdict]:
+        return lambda: sequences_verdict(pipeline, rig.bootstrap, topic, streams, per_stream)
+
+    judges: dict[str, Callable[[], Verdict]] = {
+        "counter": sequences("counter", rig.counts),
+        "changes": lambda: changes_verdict(
+            "changes", rig.bootstrap, rig.changes, rig.dsn, rig.cdc_table
+        ),
+    }
+    if rig.size.spark:
+        judges["copier"] = sequences("copier", rig.copied)
+        judges["rows"] = lambda: rows_verdict("rows", rig.dsn, rig.rows_table, streams, per_stream)
+    found = []
+    for pipeline, judge in judges.items():
+        try:
+            found.append(judge())
+        except Exception as error:
+            found.append(Verdict(pipeline, False, f"its audit failed: {error!r}"[:500]))
+    return found

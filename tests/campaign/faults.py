@@ -1,9 +1,9 @@
-"""The campaign's faults: each one aimed (a task with a transaction open, a driver
-inside a batch, the broker that leads or coordinates), struck, and reported with the
-evidence that it landed where it was aimed. A strike also waits until the system is
-whole again where the next fault needs it (all brokers in sync, every task running),
-so faults do not pile up into an outage no real cluster would survive (two of three
-brokers down is unavailability, not a test of exactly-once)."""
+"""The campaign's faults: each one aimed (a task with a transaction of its own open, a
+driver inside a batch, the broker that leads or coordinates), struck, and reported
+with the evidence that it landed where it was aimed, read after the strike where it
+can be. Each fault starts from a whole system (all brokers in sync, every task
+running), so faults do not pile up into an outage no real cluster would survive (two
+of three brokers down is unavailability, not a test of exactly-once)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,23 @@ from pathlib import Path
 
 import psycopg
 
-from tests.campaign.kinds import FaultKind
-from tests.campaign.recovery import Strike
-from tests.campaign.rig import TRANSACTION_TIMEOUT_MS, Rig, signal_process
+from tests.campaign.java_clients import Coordinators
+from tests.campaign.kinds import FaultKind, Strike
+from tests.campaign.rig import TRANSACTION_TIMEOUT_MS, Rig
 from tests.support.checkpoint import batch_in_flight
 from tests.support.kafka_cluster import coordinator_partition
-from tests.support.proc import descendants, ended
+from tests.support.proc import kill_process_tree, signal_process, started_at
 from tests.support.testbed import ROOT, restart_postgres
-from tests.support.waiting import wait_for
+from tests.support.waiting import holds_within, wait_for
 
 LOGS = ROOT / ".onceflow" / "kafka-cluster"
 ROLLED_BACK = "Completed rollback of ongoing transaction for transactionalId {} due to timeout"
 """What a coordinator logs when it aborts a transaction its producer let time out."""
+TIMED_OUT_S = 3 * TRANSACTION_TIMEOUT_MS / 1000
+"""Long enough for a coordinator to have given up on a silent producer."""
+ZOMBIE_TRIES = 3
+LOST_TASK = (b"Lost task", b"Python worker exited unexpectedly")
+"""What a driver logs when an executor's task died under it."""
 
 
 class BrokerLogs:
@@ -53,108 +58,108 @@ class Arena:
     rig: Rig
     rng: random.Random
     logs: BrokerLogs
+    coordinators: Coordinators
 
-    def transaction_open(self, within_s: float = 15) -> bool:
-        """Waits for a transaction open on the source topic; whether one was. Asked
-        afresh each time (a client kept across broker faults answers late)."""
-        rig = self.rig
-        partitions = range(rig.cluster.partitions(rig.counts))
-        return soon(
-            lambda: any(rig.cluster.open_transaction_on(rig.counts, p) for p in partitions),
-            within_s,
-            interval_s=0.05,
-        )
+    def topic_transaction_open(self, partition: int, within_s: float = 15) -> bool:
+        """Waits for a transaction open on a partition of the source topic."""
+        cluster, topic = self.rig.cluster, self.rig.counts
+        return holds_within(lambda: cluster.open_transaction_on(topic, partition), within_s, 0.05)
 
-
-def soon(condition: Callable[[], bool], within_s: float, interval_s: float = 0.1) -> bool:
-    """Whether ``condition`` holds within ``within_s``: a strike that cannot aim says so
-    in its evidence instead of failing the campaign."""
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
+    def own_transaction_open(self, task: int, pid: int) -> bool:
+        """Whether the task's id has a transaction Ongoing that its process (``pid``)
+        began: one open under the id since before is a predecessor's."""
+        transactional_id = self.rig.transactional_id(task)
+        try:
+            state = self.coordinators.states([transactional_id])[transactional_id]
+            return state.open_since(started_at(pid))
+        except (LookupError, FileNotFoundError, KeyError):  # no answer, or the task ended
             return False
-        time.sleep(interval_s)
-    return True
+
+    def aim_at_a_task(self, within_s: float = 15) -> tuple[int, int] | None:
+        """A running task (index, pid) with a transaction of its own open."""
+        found: list[tuple[int, int]] = []
+
+        def open_one() -> bool:
+            found[:] = [
+                (task, pid)
+                for task, pid in self.rig.task_pids().items()
+                if self.own_transaction_open(task, pid)
+            ]
+            return bool(found)
+
+        holds_within(open_one, within_s, 0.05)
+        return self.rng.choice(found) if found else None
 
 
 def _whole(arena: Arena) -> None:
-    """Every broker in sync and every task running: what each strike starts from."""
+    """Every broker in sync and every task running: what each strike starts from
+    (AssertionError when it never gets there: a stall)."""
     rig = arena.rig
     rig.cluster.await_fully_replicated(rig.counts)
     wait_for(rig.running, 180, f"{rig.tasks} source tasks")
 
 
-def _a_task(arena: Arena) -> tuple[int, int]:
-    return arena.rng.choice(sorted(arena.rig.task_pids().items()))
-
-
 def task_kill(arena: Arena) -> Strike:
-    task, pid = _a_task(arena)
-    opened = arena.transaction_open()
+    aimed = arena.aim_at_a_task()
     now = time.time()
-    killed = signal_process(pid, signal.SIGKILL)
+    killed = aimed is not None and signal_process(aimed[1], signal.SIGKILL)
     return Strike(
-        FaultKind.TASK_KILL, "counter", now, now, opened and killed,
-        f"task {task} (pid {pid}) SIGKILLed, a transaction open on the topic: {opened}",
+        FaultKind.TASK_KILL, "counter", now, now, killed,
+        f"task {aimed and aimed[0]} SIGKILLed with a transaction of its own open: {killed}",
     )  # fmt: skip
 
 
 def task_zombie(arena: Arena) -> Strike:
-    """Stopped until its coordinator rolls its transaction back: only a transaction the
-    task had open when stopped can time out while it is stopped. A task stopped with
-    none open (one just restarted, still starting its producer) is woken after three
-    timeouts and another aimed at, up to ZOMBIE_TRIES times: that was no zombie."""
+    """Stopped inside a transaction of its own (asked of its coordinator once stopped)
+    until the coordinator logs rolling it back for timeout. A task found stopped with
+    none open is woken and another aimed at, up to ZOMBIE_TRIES times: that was no
+    zombie."""
     tries = []
     for _ in range(ZOMBIE_TRIES):
         _whole(arena)
-        task, pid = _a_task(arena)
-        transactional_id = arena.rig.transactional_id(task)
-        struck = time.time()
-        aborted = _stopped_until_rolled_back(arena, pid, transactional_id)
-        cleared = time.time()
-        tries.append(f"task {task} stopped {cleared - struck:.0f} s")
-        if aborted:
+        landed, said, struck, cleared = _stopped_past_its_timeout(arena)
+        tries.append(said)
+        if landed:
             break
     return Strike(
-        FaultKind.TASK_ZOMBIE, "counter", struck, cleared, aborted,
-        f"{', then '.join(tries)}; its coordinator rolled back {transactional_id}'s open "
-        f"transaction: {aborted}",
+        FaultKind.TASK_ZOMBIE, "counter", struck, cleared, landed,
+        f"{'; '.join(tries)}; rolled back by its coordinator for timeout: {landed}",
     )  # fmt: skip
 
 
-ZOMBIE_TRIES = 3
-
-
-def _stopped_until_rolled_back(arena: Arena, pid: int, transactional_id: str) -> bool:
-    """SIGSTOPs the task and wakes it once its id's coordinator logs the rollback (or
-    after three timeouts); whether it did."""
-    arena.transaction_open()
+def _stopped_past_its_timeout(arena: Arena) -> tuple[bool, str, float, float]:
+    """One try: (landed, what happened, stopped at, woken at)."""
+    aimed = arena.aim_at_a_task()
+    struck = time.time()
+    if aimed is None:
+        return False, "no task with a transaction of its own open", struck, struck
+    task, pid = aimed
+    transactional_id = arena.rig.transactional_id(task)
     since = arena.logs.mark()
     signal_process(pid, signal.SIGSTOP)
     try:
-        return soon(
-            lambda: arena.logs.rolled_back(since, transactional_id),
-            3 * TRANSACTION_TIMEOUT_MS / 1000,
+        held = arena.own_transaction_open(task, pid)
+        landed = held and holds_within(
+            lambda: arena.logs.rolled_back(since, transactional_id), TIMED_OUT_S
         )
     finally:
         signal_process(pid, signal.SIGCONT)
+    cleared = time.time()
+    return (
+        landed,
+        f"task {task} stopped {cleared - struck:.0f} s (one open: {held})",
+        struck,
+        cleared,
+    )
 
 
 def _a_job(arena: Arena) -> str:
     return arena.rng.choice(["copier", "rows"])
 
 
-def _kill_tree(pid: int) -> None:
-    """The driver and everything under it at once, as a pod's end takes them."""
-    tree = [pid, *descendants(pid)]
-    for each in tree:
-        signal_process(each, signal.SIGKILL)
-    soon(lambda: all(ended(each) for each in tree), 30, 0.05)
-
-
-def _in_a_batch(arena: Arena, job: str) -> bool:
+def _driver_in_a_batch(arena: Arena, job: str) -> bool:
     rig = arena.rig
-    return soon(
+    return holds_within(
         lambda: rig.driver_pid(job) is not None and batch_in_flight(rig.host.checkpoint(job)),
         180,
         0.005,
@@ -162,35 +167,47 @@ def _in_a_batch(arena: Arena, job: str) -> bool:
 
 
 def driver_kill(arena: Arena) -> Strike:
+    """Landed if, after the kill, a batch is planned and not committed: a dead driver
+    commits nothing, so it died inside that batch."""
     job = _a_job(arena)
-    inside = _in_a_batch(arena, job)
+    _driver_in_a_batch(arena, job)
     pid = arena.rig.driver_pid(job)
     now = time.time()
     if pid is not None:
-        inside = inside and batch_in_flight(arena.rig.host.checkpoint(job))
-        _kill_tree(pid)
+        kill_process_tree(pid)
+    inside = pid is not None and batch_in_flight(arena.rig.host.checkpoint(job))
     return Strike(
-        FaultKind.DRIVER_KILL, job, now, now, inside and pid is not None,
+        FaultKind.DRIVER_KILL, job, now, now, inside,
         f"{job}'s driver (pid {pid}) SIGKILLed inside a batch: {inside}",
     )  # fmt: skip
 
 
 def executor_kill(arena: Arena) -> Strike:
-    job = _a_job(arena)
-    rig = arena.rig
-    soon(
+    """The driver JVM's Python workers, where the sinks write, SIGKILLed inside a batch;
+    landed once the driver logs a task lost to it."""
+    job, rig = _a_job(arena), arena.rig
+    holds_within(
         lambda: batch_in_flight(rig.host.checkpoint(job)) and bool(rig.python_workers(job)),
         180,
         0.005,
     )
-    workers = rig.python_workers(job)
-    inside = bool(workers) and batch_in_flight(rig.host.checkpoint(job))
+    log = rig.host.state / f"default.{job}.log"
+    since = log.stat().st_size if log.exists() else 0
     now = time.time()
-    killed = sum(signal_process(pid, signal.SIGKILL) for pid in workers)
+    killed = sum(signal_process(pid, signal.SIGKILL) for pid in rig.python_workers(job))
+    lost = killed > 0 and holds_within(lambda: _logged_since(log, since, LOST_TASK), 60)
     return Strike(
-        FaultKind.EXECUTOR_KILL, job, now, now, inside and killed > 0,
-        f"{killed} Python workers of {job}'s executor SIGKILLed inside a batch: {inside}",
+        FaultKind.EXECUTOR_KILL, job, now, now, lost,
+        f"{killed} Python workers of {job}'s executor SIGKILLed; the driver lost a task "
+        f"to it: {lost}",
     )  # fmt: skip
+
+
+def _logged_since(log: Path, since: int, phrases: tuple[bytes, ...]) -> bool:
+    with log.open("rb") as file:
+        file.seek(since)
+        written = file.read()
+    return any(phrase in written for phrase in phrases)
 
 
 def _a_partition(arena: Arena) -> int:
@@ -207,14 +224,14 @@ def _down_for_a_while(arena: Arena, broker: int) -> None:
 def leader_kill(arena: Arena) -> Strike:
     cluster, topic = arena.rig.cluster, arena.rig.counts
     partition = _a_partition(arena)
-    leader = cluster.leader(topic, partition)
-    opened = soon(lambda: cluster.open_transaction_on(topic, partition), 15, 0.05)
+    opened = arena.topic_transaction_open(partition)
+    leader = cluster.leader(topic, partition)  # now: leadership moves back after restarts
     now = time.time()
     cluster.kill(leader)
     cluster.await_taken_over(leader, topic, partition)
     _down_for_a_while(arena, leader)
     return Strike(
-        FaultKind.LEADER_KILL, "counter", now, now, opened,
+        FaultKind.LEADER_KILL, "counter", now, now, opened and leader > 0,
         f"broker {leader}, leader of {topic}/{partition}, SIGKILLed with a transaction "
         f"open on it: {opened}",
     )  # fmt: skip
@@ -222,10 +239,10 @@ def leader_kill(arena: Arena) -> Strike:
 
 def coordinator_kill(arena: Arena) -> Strike:
     rig, cluster = arena.rig, arena.rig.cluster
-    task, _ = _a_task(arena)
+    aimed = arena.aim_at_a_task()
+    task = aimed[0] if aimed else arena.rng.choice(sorted(rig.task_pids()))
     transactional_id = rig.transactional_id(task)
     coordinator = cluster.coordinator(transactional_id)
-    opened = arena.transaction_open()
     now = time.time()
     cluster.kill(coordinator)
     log_partition = coordinator_partition(
@@ -234,17 +251,17 @@ def coordinator_kill(arena: Arena) -> Strike:
     cluster.await_taken_over(coordinator, "__transaction_state", log_partition)
     _down_for_a_while(arena, coordinator)
     return Strike(
-        FaultKind.COORDINATOR_KILL, "counter", now, now, opened,
-        f"broker {coordinator}, coordinator of {transactional_id}, SIGKILLed with a "
-        f"transaction open on the topic: {opened}",
+        FaultKind.COORDINATOR_KILL, "counter", now, now, aimed is not None,
+        f"broker {coordinator}, coordinator of {transactional_id}, SIGKILLed with that "
+        f"task's own transaction open: {aimed is not None}",
     )  # fmt: skip
 
 
 def broker_pause(arena: Arena) -> Strike:
     cluster, topic = arena.rig.cluster, arena.rig.counts
     partition = _a_partition(arena)
+    opened = arena.topic_transaction_open(partition)
     leader = cluster.leader(topic, partition)
-    opened = soon(lambda: cluster.open_transaction_on(topic, partition), 15, 0.05)
     struck = time.time()
     cluster.pause(leader)
     cluster.await_taken_over(leader, topic, partition)
@@ -252,26 +269,28 @@ def broker_pause(arena: Arena) -> Strike:
     cleared = time.time()
     cluster.await_fully_replicated(topic)
     return Strike(
-        FaultKind.BROKER_PAUSE, "counter", struck, cleared, opened,
+        FaultKind.BROKER_PAUSE, "counter", struck, cleared, opened and leader > 0,
         f"broker {leader}, leader of {topic}/{partition}, paused {cleared - struck:.0f} s "
         f"until left out of the ISR, a transaction open on it: {opened}",
     )  # fmt: skip
 
 
 def network_partition(arena: Arena) -> Strike:
-    """Cut off until a coordinator rolls back one of the tasks' transactions: the
-    tasks reach no broker, so only the timeout can have ended it."""
+    """Cut off until a coordinator rolls back a transaction one of the tasks began
+    before the cut: the tasks reach no broker, so only the timeout can have ended it."""
     rig = arena.rig
     assert rig.namespace is not None
-    ids = [rig.transactional_id(task) for task in rig.task_pids()]
-    arena.transaction_open()
+    pids = rig.task_pids()
+    arena.aim_at_a_task()
     since = arena.logs.mark()
     struck = time.time()
     rig.namespace.partition()
     try:
-        aborted = soon(
-            lambda: any(arena.logs.rolled_back(since, i) for i in ids),
-            3 * TRANSACTION_TIMEOUT_MS / 1000,
+        held = [
+            rig.transactional_id(t) for t, pid in pids.items() if arena.own_transaction_open(t, pid)
+        ]
+        aborted = bool(held) and holds_within(
+            lambda: any(arena.logs.rolled_back(since, i) for i in held), TIMED_OUT_S
         )
         dropped = rig.namespace.dropped()
     finally:
@@ -279,8 +298,8 @@ def network_partition(arena: Arena) -> Strike:
     cleared = time.time()
     return Strike(
         FaultKind.PARTITION, "counter", struck, cleared, aborted and dropped > 0,
-        f"cut off {cleared - struck:.0f} s, {dropped} packets dropped; a coordinator "
-        f"rolled back a cut-off task's transaction: {aborted}",
+        f"cut off {cleared - struck:.0f} s, {dropped} packets dropped; {len(held)} tasks "
+        f"held a transaction of their own, rolled back for timeout: {aborted}",
     )  # fmt: skip
 
 
@@ -302,37 +321,41 @@ def lossy_link(arena: Arena) -> Strike:
     )  # fmt: skip
 
 
-def _slot_streamed(arena: Arena, end: bool) -> bool:
-    """Whether a task streams the CDC slot (``end``: and that backend is ended)."""
-    rig = arena.rig
-    what = "pg_terminate_backend(active_pid)" if end else "true"
+def _streaming_backends(dsn: str, slot: str) -> list[int]:
+    """The backend streaming the CDC slot, if a task holds it."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT active_pid FROM pg_replication_slots"
+                " WHERE slot_name = %s AND active_pid IS NOT NULL",
+                (slot,),
+            ).fetchall()
+    except psycopg.Error:
+        return []
+    return [pid for (pid,) in rows]
 
-    def streamed() -> bool:
-        try:
-            with psycopg.connect(rig.dsn, autocommit=True, connect_timeout=5) as conn:
-                rows = conn.execute(
-                    f"SELECT {what} FROM pg_replication_slots"
-                    " WHERE slot_name = %s AND active_pid IS NOT NULL",
-                    (rig.slot,),
-                ).fetchall()
-        except psycopg.Error:
-            return False
-        return any(hit for (hit,) in rows)
 
-    return soon(streamed, 60, 0.1)
+def _terminated(dsn: str, backend: int) -> bool:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()
+    return bool(row and row[0])
 
 
 def backend_kill(arena: Arena) -> Strike:
+    rig = arena.rig
+    holds_within(lambda: bool(_streaming_backends(rig.dsn, rig.slot)), 60)
+    backends = _streaming_backends(rig.dsn, rig.slot)
     now = time.time()
-    ended_it = _slot_streamed(arena, end=True)
+    ended_it = bool(backends) and _terminated(rig.dsn, backends[0])
     return Strike(
         FaultKind.DATABASE_BACKEND_KILL, "changes", now, now, ended_it,
-        f"the backend streaming slot {arena.rig.slot} terminated: {ended_it}",
+        f"the backend streaming slot {rig.slot} terminated: {ended_it}",
     )  # fmt: skip
 
 
 def database_restart(arena: Arena) -> Strike:
-    streaming = _slot_streamed(arena, end=False)
+    rig = arena.rig
+    streaming = holds_within(lambda: bool(_streaming_backends(rig.dsn, rig.slot)), 60)
     struck = time.time()
     back = restart_postgres("immediate")
     cleared = time.time()
@@ -348,33 +371,30 @@ def _other_task_count(arena: Arena) -> int:
 
 
 def _generation(arena: Arena) -> tuple[int, int]:
+    """(generation, fenced generation) as the run recorded them."""
     record = arena.rig.source.record("counter") or {}
     return int(record.get("generation", 0)), int(record.get("fencedGeneration", 0))
 
 
 def supervisor_kill(arena: Arena) -> Strike:
     """The task count changed, and the run SIGKILLed as soon as it has recorded the
-    new generation's intent and not yet started its tasks: the next run must finish
-    the rollout (stop what is left, fence, start) from the record alone."""
+    new generation's intent: landed if the record it left shows that generation not
+    yet fenced, so the next run must finish the rollout from the record alone."""
     rig = arena.rig
     before, _ = _generation(arena)
     struck = time.time()
     rig.set_tasks(_other_task_count(arena))
-    mid = soon(lambda: _generation(arena)[0] > before > 0 and _mid_rollout(arena), 30, 0.002)
+    holds_within(lambda: _generation(arena)[0] > before > 0, 30, 0.002)
     rig.source.kill()
-    caught = _generation(arena)
+    generation, fenced = _generation(arena)
     rig.source.start()
     cleared = time.time()
+    landed = generation > before and fenced < generation
     return Strike(
-        FaultKind.SUPERVISOR_KILL, "counter", struck, cleared, mid,
-        f"onceflow run SIGKILLed at generation {caught[0]} (fenced up to {caught[1]}) "
-        f"going to {rig.tasks} tasks; in the middle of the rollout: {mid}",
+        FaultKind.SUPERVISOR_KILL, "counter", struck, cleared, landed,
+        f"onceflow run SIGKILLed at generation {generation} (fenced up to {fenced}) going "
+        f"to {rig.tasks} tasks; in the middle of the rollout: {landed}",
     )  # fmt: skip
-
-
-def _mid_rollout(arena: Arena) -> bool:
-    generation, fenced = _generation(arena)
-    return fenced < generation
 
 
 def generation_change(arena: Arena) -> Strike:
@@ -382,7 +402,7 @@ def generation_change(arena: Arena) -> Strike:
     before, _ = _generation(arena)
     now = time.time()
     rig.set_tasks(_other_task_count(arena))
-    rolled = soon(
+    rolled = holds_within(
         lambda: (
             _generation(arena) == (before + 1, before + 1) and len(rig.task_pids()) == rig.tasks
         ),
@@ -398,11 +418,11 @@ def generation_change(arena: Arena) -> Strike:
 def spec_edit(arena: Arena) -> Strike:
     rig = arena.rig
     job = _a_job(arena)
-    soon(lambda: rig.driver_pid(job) is not None, 180)
+    holds_within(lambda: rig.driver_pid(job) is not None, 180)
     old = rig.driver_pid(job)
     now = time.time()
     rig.set_trigger(2 if rig.trigger_s == 1 else 1)
-    replaced = soon(lambda: rig.driver_pid(job) not in (None, old), 120)
+    replaced = holds_within(lambda: rig.driver_pid(job) not in (None, old), 120)
     return Strike(
         FaultKind.SPEC_EDIT, job, now, now, replaced,
         f"trigger to {rig.trigger_s} s: {job}'s driver {old} replaced: {replaced}",
@@ -430,10 +450,13 @@ STRIKES: dict[FaultKind, Callable[[Arena], Strike]] = {
 def strike(kind: FaultKind, arena: Arena) -> Strike:
     """One fault of ``kind`` from a whole system (AssertionError: it never became whole
     again, a stall the campaign reports). A strike that failed on its own (a broker
-    asked during an election, say) counts as missed, its error as its evidence."""
+    asked during an election, say) counts as missed, its error as its evidence, once
+    whatever it left half done is undone."""
     _whole(arena)
     try:
         return STRIKES[kind](arena)
+    except AssertionError:
+        raise
     except Exception as error:
         now = time.time()
         arena.rig.mend()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -53,3 +54,17 @@ def available(root: bool, spark: bool) -> tuple[FaultKind, ...]:
         for kind in FaultKind
         if (root or kind not in NEEDS_ROOT) and (spark or kind not in SPARK)
     )
+
+
+@dataclass(frozen=True)
+class Strike:
+    kind: FaultKind
+    pipeline: str
+    """The pipeline whose output shows the fault (and its recovery)."""
+    struck_at: float
+    cleared_at: float
+    """When the fault was over: a kill's moment, a pause or partition's lifting."""
+    landed: bool
+    """Whether the fault met what it was aimed at (a transaction open, a batch in
+    flight, a leader of the topic): a fault that missed proves nothing."""
+    evidence: str

@@ -1,6 +1,7 @@
-"""How long a pipeline took to recover from each fault, from the timeline: the time
+"""How long a pipeline took to recover from each fault, from its timeline: the time
 from the fault being over (a kill at once, a pause or partition when lifted) to the
-pipeline's next new output, read committed. Pure: the campaign samples, this judges."""
+first output made after it becoming visible, read committed. Pure: the campaign
+samples, this judges."""
 
 from __future__ import annotations
 
@@ -8,31 +9,38 @@ import bisect
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tests.campaign.kinds import FaultKind
+from tests.campaign.kinds import FaultKind, Strike
 
 Progress = Sequence[tuple[float, int]]
 """``(time, records visible so far)`` of one pipeline's output, time ascending."""
 
 
-@dataclass(frozen=True)
-class Strike:
-    kind: FaultKind
+@dataclass
+class Timeline:
+    """One pipeline's output as a reader saw it, sampled in time order."""
+
     pipeline: str
-    """The pipeline whose output shows the fault (and its recovery)."""
-    struck_at: float
-    cleared_at: float
-    """When the fault was over: a kill's moment, a pause or partition's lifting."""
-    landed: bool
-    """Whether the fault met what it was aimed at (a transaction open, a batch in
-    flight, a leader of the topic): a fault that missed proves nothing."""
-    evidence: str
+    progress: list[tuple[float, int]] = field(default_factory=list)
+    """``(time, records visible so far)``."""
+    newest: list[tuple[float, float]] = field(default_factory=list)
+    """``(time, the latest produce time of any record visible so far)``: a Kafka
+    output's records carry when they were made, a table's rows do not (empty)."""
+    latency: list[tuple[float, float]] = field(default_factory=list)
+    """``(time, median seconds from produced to visible of the records seen then)``."""
 
 
-def recovery_s(strike: Strike, progress: Progress) -> float | None:
-    """Seconds from the strike's clearing to the first sample showing more output than
-    there was then; None if none does (the pipeline never moved again in the run)."""
+def recovery_s(strike: Strike, timeline: Timeline) -> float | None:
+    """Seconds from the strike's clearing to the first sample showing output made after
+    it (a record produced since, where records say when they were made; otherwise more
+    rows than there were then); None if none does (the pipeline never moved again)."""
+    for t, produced in timeline.newest:
+        if t >= strike.cleared_at and produced >= strike.cleared_at:
+            return t - strike.cleared_at
+    if timeline.newest:
+        return None
+    progress = timeline.progress
     times = [t for t, _ in progress]
     at = bisect.bisect_right(times, strike.cleared_at) - 1
     before = progress[at][1] if at >= 0 else 0
@@ -59,7 +67,7 @@ class KindRecovery:
 
 
 def recovery_by_kind(
-    strikes: Iterable[Strike], progress: Mapping[str, Progress]
+    strikes: Iterable[Strike], timelines: Mapping[str, Timeline]
 ) -> list[KindRecovery]:
     """Per kind struck: how many, how many landed, and the recovery times of those
     (a fault that missed says nothing of recovery)."""
@@ -74,7 +82,9 @@ def recovery_by_kind(
         times = [
             t
             for s in struck
-            if s.landed and (t := recovery_s(s, progress.get(s.pipeline, ()))) is not None
+            if s.landed
+            and s.pipeline in timelines
+            and (t := recovery_s(s, timelines[s.pipeline])) is not None
         ]
         rows.append(
             KindRecovery(

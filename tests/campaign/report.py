@@ -6,6 +6,7 @@ reader looks for first)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -16,15 +17,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 
-import itertools
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from tests.campaign.audits import Verdict
-from tests.campaign.kinds import FaultKind
-from tests.campaign.recovery import KindRecovery, Strike, recovery_by_kind, recovery_s
-from tests.campaign.watch import Timeline
+from tests.campaign.kinds import FaultKind, Strike
+from tests.campaign.recovery import KindRecovery, Timeline, recovery_by_kind, recovery_s
 
 COLOURS = {kind: plt.get_cmap("tab20")(i) for i, kind in enumerate(FaultKind)}
 
@@ -112,8 +111,8 @@ def write_report(
     facts: dict[str, Any],
 ) -> list[KindRecovery]:
     folder.mkdir(parents=True, exist_ok=True)
-    progress = {t.pipeline: t.progress for t in timelines}
-    recovery = recovery_by_kind(strikes, progress)
+    by_name = {t.pipeline: t for t in timelines}
+    recovery = recovery_by_kind(strikes, by_name)
     draw_timeline(timelines, strikes, start, folder / "timeline.png")
     report = {
         "facts": facts,
@@ -121,7 +120,7 @@ def write_report(
             {
                 **asdict(s),
                 "at_s": round(s.struck_at - start, 2),
-                "recovery_s": recovery_s(s, progress.get(s.pipeline, ())),
+                "recovery_s": recovery_s(s, by_name[s.pipeline]) if s.pipeline in by_name else None,
             }
             for s in strikes
         ],

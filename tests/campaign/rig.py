@@ -12,7 +12,6 @@ three-broker cluster.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import uuid
@@ -24,13 +23,13 @@ from typing import Any
 import psycopg
 import yaml
 
-from tests.support.cdc import Loader, create_table, drop_slot
+from tests.support.cdc import Loader, create_table, drop_slot, slot_released
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.netns import Namespace
 from tests.support.onceflow_run import start_run, stop_run
-from tests.support.proc import descendants, ended
+from tests.support.proc import descendants, ended, signal_process
 from tests.support.testbed import spark_jars
-from tests.support.waiting import wait_for
+from tests.support.waiting import holds_within, wait_for
 
 API = "onceflow.io/v1alpha1"
 TRANSACTION_TIMEOUT_MS = 10_000
@@ -44,12 +43,13 @@ PARSED = (
 @dataclass(frozen=True)
 class CampaignSize:
     streams: int = 4
-    per_stream: int = 20_000
+    per_stream: int = 250_000
     """Records per stream of the sequence source: the run's records are streams x this
     (and as many again through each sink)."""
-    batch: int = 20
-    poll_ms: int = 50
-    """With ``batch``, the source's pace: streams x batch records per poll at most."""
+    batch: int = 17
+    poll_ms: int = 100
+    """With ``batch``, the source's pace while faults strike: each task makes ``batch``
+    records per poll at most (2-3 tasks: about 400 a second on 2 cores)."""
     cdc_rows: int = 2000
     cdc_pace_s: float = 2.5
     """The loader rests this long per 500 changes (about 200 changes a second): it
@@ -250,11 +250,20 @@ class Rig:
         if self.loader.error is not None:
             raise RuntimeError("the CDC table's loader failed") from self.loader.error
 
+    def drop_tables(self) -> None:
+        """Once judged: a million-row table per campaign would pile up in the test
+        bed's database."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for table in (self.cdc_table, self.rows_table):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+
     def stop(self) -> None:
         if self.loader is not None:
             self.loader.end_early()
         self.source.stop()
         self.host.stop()
+        # The slot stays active until its walsender notices the task has gone.
+        holds_within(lambda: slot_released(self.dsn, self.slot), 60)
         drop_slot(self.dsn, self.slot)
 
     # -- what faults aim at ----------------------------------------------------------
@@ -315,12 +324,3 @@ class Rig:
     def set_trigger(self, seconds: int) -> None:
         self.trigger_s = seconds
         self.host.write(self.host_documents())
-
-
-def signal_process(pid: int, signum: int) -> bool:
-    """Whether the signal reached a live process."""
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        return False
-    return True

@@ -12,7 +12,7 @@ SLOW_KINDS_WEIGHT = 0.1
 """Broker, network, database-restart, zombie and driver faults each hold the run for
 10-40 s (the cluster whole again, a driver started and in a batch); the others for a
 few seconds. Drawn a tenth as often, a long run spends its time striking, not waiting:
-1,000 faults take about 80 minutes on 2 cores instead of 5 hours."""
+1,000 faults take about an hour on 2 cores instead of five."""
 
 TASK_KILL_WEIGHT = 3.0
 """The commonest fault a real source meets (a pod evicted, a node lost)."""

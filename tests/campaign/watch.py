@@ -1,31 +1,21 @@
 """What the campaign's timeline is drawn from: each pipeline's output as a reader sees
 it, sampled as it grows. A Kafka output is followed by a ``read_committed`` consumer
-(records visible, and how long each took from its producer's timestamp to being
-readable); a table by its row count."""
+(records visible, the latest produce time among them, and how long each took from
+its producer's timestamp to being readable); a table by its row count."""
 
 from __future__ import annotations
 
 import statistics
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+from tests.campaign.recovery import Timeline
 
 SAMPLE_S = 0.5
-
-
-@dataclass
-class Timeline:
-    """One pipeline's samples: ``progress`` as ``(time, visible so far)`` and
-    ``latency`` as ``(time, median seconds to visible of the records seen then)``."""
-
-    pipeline: str
-    progress: list[tuple[float, int]] = field(default_factory=list)
-    latency: list[tuple[float, float]] = field(default_factory=list)
 
 
 class Watch(threading.Thread):
@@ -40,7 +30,7 @@ class Watch(threading.Thread):
     def run(self) -> None:
         try:
             self.follow()
-        except BaseException as error:  # reported by stop(): a dead watch draws nothing
+        except BaseException as error:  # reported by the campaign: a dead watch draws nothing
             self.error = error
 
     def follow(self) -> None:
@@ -51,11 +41,15 @@ class Watch(threading.Thread):
         return self._stop_event.is_set()
 
     def stop(self) -> Timeline:
+        """Its timeline so far, whether or not it ever started or died (``error``)."""
         self._stop_event.set()
-        self.join(60)
-        if self.error is not None:
-            raise RuntimeError(f"the watch of {self.timeline.pipeline} died") from self.error
+        if self.ident is not None:
+            self.join(60)
         return self.timeline
+
+    def seen(self) -> int:
+        progress = self.timeline.progress
+        return progress[-1][1] if progress else 0
 
 
 class TopicWatch(Watch):
@@ -63,23 +57,37 @@ class TopicWatch(Watch):
         super().__init__(pipeline)
         self.bootstrap, self.topic = bootstrap, topic
 
-    def _consumer(self) -> Consumer:
+    def _consumer(self) -> Consumer | None:
+        """A consumer assigned every partition from the start (no group: nothing can
+        rebalance it back to the beginning), once the topic exists (a sink creates its
+        own with its first batch); None if stopped first."""
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
-                "group.id": f"campaign-watch-{uuid.uuid4().hex[:8]}",
+                "group.id": "campaign-watch-unused",
                 "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "topic.metadata.refresh.interval.ms": 2000,
             }
         )
-        consumer.subscribe([self.topic])
-        return consumer
+        while not self.stopping:
+            try:
+                found = consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+            except KafkaException:  # no broker answered in time: asked again
+                found = None
+            if found is not None and found.error is None and found.partitions:
+                consumer.assign(
+                    [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in found.partitions]
+                )
+                return consumer
+            self._stop_event.wait(1)
+        consumer.close()
+        return None
 
     def follow(self) -> None:
         consumer = self._consumer()
-        seen = 0
+        if consumer is None:
+            return
+        seen, newest = 0, 0.0
         waits: list[float] = []
         next_sample = time.time() + SAMPLE_S
         try:
@@ -87,10 +95,13 @@ class TopicWatch(Watch):
                 for message in consumer.consume(1000, timeout=0.2):
                     if message.error() is None:  # errors: a broker away, retried by itself
                         seen += 1
-                        waits.append(time.time() - self._produced_at(message))
+                        produced = self._produced_at(message)
+                        newest = max(newest, produced)
+                        waits.append(time.time() - produced)
                 now = time.time()
                 if now >= next_sample:
                     self.timeline.progress.append((now, seen))
+                    self.timeline.newest.append((now, newest))
                     if waits:
                         self.timeline.latency.append((now, statistics.median(waits)))
                     waits.clear()

@@ -21,7 +21,11 @@ from onceflow.eos.consume import read_to_end
 from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
 from onceflow.logic.starting_position import batch_end_offsets
 from tests.support.copy_job import copy_job_settings
-from tests.support.drivers import die_between_sink_commit_and_checkpoint, driver_log, start_driver
+from tests.support.drivers import (
+    die_between_sink_commit_and_checkpoint,
+    driver_log,
+    run_driver_until,
+)
 from tests.support.kafka import InputProducer, create_topic
 from tests.support.onceflow_run import start_run
 from tests.support.testbed import spark_jars
@@ -149,21 +153,15 @@ def test_a_reset_finishes_the_batch_the_stopped_query_left_half_written_and_is_n
     reset = with_input_reset(settings, applied)
     expected = Counter(f"p{p}-{n}" for p in (0, 1) for n in range(FIRST))
     expected.update(f"p0-{n}" for n in range(batch_end[0]))  # the replay asked for
-    driver = start_driver(reset, tmp_path)
-    try:
-        wait_for(lambda: _copied(kafka_bootstrap, copied) == expected, 240, "the replay")
-    finally:
-        driver.terminate()
-        driver.wait(60)
+    run_driver_until(
+        reset, tmp_path, lambda: _copied(kafka_bootstrap, copied) == expected, 240, "the replay"
+    )
     assert (checkpoint / "commits" / str(in_flight)).exists(), "the old query finished it"
 
     # Its status lost, the job is told its own checkpoint again: it runs on the reset's.
     _produce(producer, range(FIRST, FIRST + MORE))
     expected.update(f"p{p}-{n}" for p in (0, 1) for n in range(FIRST, FIRST + MORE))
-    driver = start_driver(settings, tmp_path)
-    try:
-        wait_for(lambda: _copied(kafka_bootstrap, copied) == expected, 240, "the new records")
-    finally:
-        driver.terminate()
-        driver.wait(60)
+    run_driver_until(
+        settings, tmp_path, lambda: _copied(kafka_bootstrap, copied) == expected, 240, "new ones"
+    )
     assert "was reset to 1-p0 since" in driver_log(tmp_path)

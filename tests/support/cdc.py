@@ -49,6 +49,15 @@ def drop_slot(dsn: str, slot: str) -> None:
         )
 
 
+def slot_released(dsn: str, slot: str) -> bool:
+    """No process streams the slot (or there is no such slot)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+        ).fetchone()
+    return row is None or not row[0]
+
+
 PACE_EVERY = 500
 """The Loader pauses for its ``pace_s`` once per this many changes."""
 

@@ -12,13 +12,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import suppress
 from pathlib import Path
 
 from onceflow.api.driver import SparkJobSettings
 from onceflow.spark.job import CHAOS_EXIT_CODE
 from tests.support.checkpoint import batch_in_flight, forget_batch, last_batch
-from tests.support.proc import descendants, ended
+from tests.support.proc import kill_process_tree
 from tests.support.testbed import ROOT, spark_jars
 from tests.support.waiting import wait_for
 
@@ -49,6 +48,19 @@ def start_driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[
                 "JAVA_TOOL_OPTIONS": SHORT_LIVED_JVM,
             },
         )
+
+
+def run_driver_until(
+    settings: SparkJobSettings, workdir: Path, done: Callable[[], bool], within_s: float, what: str
+) -> None:
+    """A driver started, left to run until ``done`` holds, then stopped as its pod would
+    be (SIGTERM), whether or not it got there."""
+    driver = start_driver(settings, workdir)
+    try:
+        wait_for(done, within_s, what)
+    finally:
+        driver.terminate()
+        driver.wait(60)
 
 
 def die_between_sink_commit_and_checkpoint(settings: SparkJobSettings, workdir: Path) -> int:
@@ -120,7 +132,8 @@ def kill_then_rewind_to_sink_commit(
     target = last_batch(checkpoint, "commits") + 1
     driver = start_driver(settings, workdir)
     _wait_for_commits(checkpoint, driver, target)
-    _kill_process_tree(driver)
+    kill_process_tree(driver.pid)
+    driver.wait(30)
     assert last_batch(checkpoint, "commits") >= target, driver_log(workdir)
     planned, committed = last_batch(checkpoint, "offsets"), last_batch(checkpoint, "commits")
     sunk = last_sink_batch()
@@ -131,16 +144,3 @@ def kill_then_rewind_to_sink_commit(
         forget_batch(checkpoint, "commits", committed)
     assert sunk == planned, f"the sink committed batch {sunk}, the checkpoint {committed}"
     return planned
-
-
-def _kill_process_tree(driver: subprocess.Popen[bytes]) -> None:
-    """SIGKILLs the driver, its JVM and the JVM's Python workers at once, as a pod's end
-    does, and waits until none runs: a JVM outliving its Python parent for a moment
-    (it stops once it sees the parent's pipe close) could still write the checkpoint
-    the caller is about to read."""
-    tree = [driver.pid, *descendants(driver.pid)]
-    for pid in tree:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    driver.wait(30)
-    wait_for(lambda: all(ended(pid) for pid in tree), 30, "the driver's processes to end", 0.05)

@@ -115,16 +115,6 @@ class KafkaCluster:
 
         wait_for(in_sync, 120, f"every broker in sync for {topic} and the transaction log")
 
-    def await_open_transaction(self, topic: str, partition: int) -> None:
-        """Returns once a transaction is open on the partition: a fault struck now hits
-        one in the middle."""
-        wait_for(
-            lambda: self.open_transaction_on(topic, partition),
-            30,
-            f"a transaction open on {topic}/{partition}",
-            interval_s=0.05,
-        )
-
     def kill(self, broker: int) -> None:
         self.changed.add(broker)
         self._script("kill", str(broker))

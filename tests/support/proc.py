@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
+
+from tests.support.waiting import wait_for
 
 
 def signal_pending(pid: int, signum: int) -> bool:
@@ -47,3 +51,35 @@ def ended(pid: int) -> bool:
         return _stat_fields(pid)[0] in ("Z", "X")
     except FileNotFoundError:
         return True
+
+
+def signal_process(pid: int, signum: int) -> bool:
+    """Whether the signal reached a live process."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILLs the process and everything below it at once, as a pod's end does, and
+    waits until none runs: a Spark driver's JVM outliving its Python parent for a
+    moment (it stops once it sees the parent's pipe close) could still write the
+    checkpoint a caller is about to read."""
+    tree = [pid, *descendants(pid)]
+    for each in tree:
+        signal_process(each, signal.SIGKILL)
+    wait_for(lambda: all(ended(each) for each in tree), 30, "the processes to end", 0.05)
+
+
+def started_at(pid: int) -> float:
+    """When the process started (seconds since the epoch): what it did before is not its
+    doing (a transaction open under its id since earlier is its predecessor's)."""
+    ticks = int(_stat_fields(pid)[19])
+    boot = next(
+        int(line.split()[1])
+        for line in Path("/proc/stat").read_text().splitlines()
+        if line.startswith("btime ")
+    )
+    return boot + ticks / os.sysconf("SC_CLK_TCK")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.campaign.kinds import NEEDS_ROOT, SPARK, FaultKind, available
-from tests.campaign.recovery import Strike, percentile, recovery_by_kind, recovery_s
+from tests.campaign.kinds import NEEDS_ROOT, SPARK, FaultKind, Strike, available
+from tests.campaign.recovery import Timeline, percentile, recovery_by_kind, recovery_s
 from tests.campaign.schedule import SLOW, fault_schedule
 
 
@@ -44,14 +44,27 @@ def _strike(kind: FaultKind, struck: float, cleared: float, landed: bool = True)
     return Strike(kind, "p", struck, cleared, landed, "")
 
 
-PROGRESS = [(0.0, 0), (1.0, 10), (2.0, 20), (3.0, 20), (4.0, 20), (5.0, 25), (6.0, 30)]
+ROWS = Timeline("p", progress=[(0.0, 0), (1, 10), (2, 20), (3, 20), (4, 20), (5, 25), (6, 30)])
+"""A table's output: rows counted, no produce times."""
 
 
-def test_recovery_runs_from_the_fault_clearing_to_the_next_new_output() -> None:
-    assert recovery_s(_strike(FaultKind.TASK_KILL, 2.5, 2.5), PROGRESS) == 2.5
+def test_a_tables_recovery_runs_from_the_fault_clearing_to_more_rows() -> None:
+    assert recovery_s(_strike(FaultKind.TASK_KILL, 2.5, 2.5), ROWS) == 2.5
     paused = _strike(FaultKind.BROKER_PAUSE, 1.5, 4.2)  # cleared while output stood still
-    assert recovery_s(paused, PROGRESS) == pytest.approx(0.8)
-    assert recovery_s(_strike(FaultKind.TASK_KILL, 6.5, 6.5), PROGRESS) is None
+    assert recovery_s(paused, ROWS) == pytest.approx(0.8)
+    assert recovery_s(_strike(FaultKind.TASK_KILL, 6.5, 6.5), ROWS) is None
+
+
+def test_a_topics_recovery_waits_for_a_record_made_after_the_fault() -> None:
+    """Records made before a kill and only read after it are no recovery: the time runs
+    until one produced after it is visible."""
+    topic = Timeline(
+        "p",
+        progress=[(1.0, 10), (2.0, 20), (3.0, 30), (4.0, 40)],
+        newest=[(1.0, 0.9), (2.0, 1.4), (3.0, 1.45), (4.0, 3.2)],
+    )
+    assert recovery_s(_strike(FaultKind.TASK_KILL, 1.5, 1.5), topic) == pytest.approx(2.5)
+    assert recovery_s(_strike(FaultKind.TASK_KILL, 3.5, 3.5), topic) is None
 
 
 def test_recovery_by_kind_counts_landed_strikes_only_and_takes_nearest_rank_p99() -> None:
@@ -61,7 +74,7 @@ def test_recovery_by_kind_counts_landed_strikes_only_and_takes_nearest_rank_p99(
         _strike(FaultKind.TASK_KILL, 3.5, 3.5, landed=False),
         _strike(FaultKind.DRIVER_KILL, 6.5, 6.5),
     ]
-    rows = {row.kind: row for row in recovery_by_kind(strikes, {"p": PROGRESS})}
+    rows = {row.kind: row for row in recovery_by_kind(strikes, {"p": ROWS})}
     kill = rows[FaultKind.TASK_KILL]
     assert (kill.struck, kill.landed, kill.recovered) == (3, 2, 2)
     assert kill.median_s == pytest.approx(1.5) and kill.p99_s == pytest.approx(2.5)
