@@ -292,7 +292,7 @@ class Rig:
         for pid in descendants(driver):
             try:
                 command = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except FileNotFoundError:
+            except OSError:  # gone, or going (ESRCH while it exits)
                 continue
             if b"pyspark.daemon" in command or b"pyspark.worker" in command:
                 found.append(pid)

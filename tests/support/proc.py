@@ -49,7 +49,7 @@ def ended(pid: int) -> bool:
     """The process runs no more: gone, or a zombie nobody reaped yet."""
     try:
         return _stat_fields(pid)[0] in ("Z", "X")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going (ESRCH as it exits)
         return True
 
 
