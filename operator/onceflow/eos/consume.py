@@ -101,11 +101,22 @@ def end_offsets(
         refused: dict[int, KafkaError] = {}
         for tp, future in futures.items():
             try:
-                found[tp.partition] = future.result().offset
+                offset = future.result().offset
             except KafkaException as error:
                 if not _not_ready(error.args[0]):
                     raise
                 refused[tp.partition] = error.args[0]
+                continue
+            if offset < 0:
+                # A request the leader never answered (stopped, or just killed) comes
+                # back as OFFSET_INVALID (-1001) without an error. Taken as an end, it
+                # made a partition look empty: a task read no committed offsets and
+                # produced its streams again from the start (found by the campaign).
+                refused[tp.partition] = KafkaError(
+                    KafkaError._TIMED_OUT, f"no end offset (got {offset}): leader not answering"
+                )
+                continue
+            found[tp.partition] = offset
         if not refused:
             return found
         if time.monotonic() >= deadline:
