@@ -224,6 +224,7 @@ class Rig:
     # -- life ------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.source.manifest.parent.mkdir(parents=True, exist_ok=True)
         create_table(self.dsn, self.cdc_table, self.size.cdc_rows)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE TABLE {self.rows_table} (stream text, seq int)")
