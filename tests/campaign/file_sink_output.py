@@ -5,8 +5,9 @@ so a reader that listed the directory would count those as duplicates.
 
 Read without a Spark session (the campaign's process has none): the log's files hold
 a version line and one JSON entry per output file; every tenth batch Spark compacts the
-entries so far into ``N.compact``, and may later delete the files before it, so the
-union of the entries of all files present is the whole log."""
+entries so far into ``N.compact``, and later deletes the files before it (one listed
+may be gone when read: its entries are in the compact file), so the union of the
+entries of all files present is the whole log."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ def committed_files(output: Path) -> list[Path]:
     for entry_file in sorted((output / SINK_LOG).glob("[0-9]*")):
         if entry_file.name.endswith(".tmp") or entry_file.name.startswith("."):
             continue
-        lines = entry_file.read_text().splitlines()[1:]  # the version line first
+        try:
+            lines = entry_file.read_text().splitlines()[1:]  # the version line first
+        except FileNotFoundError:  # compacted into a later file and deleted meanwhile
+            continue
         for line in filter(None, lines):
             entry = json.loads(line)
             (deleted if entry.get("action") == "delete" else added).add(entry["path"])
