@@ -39,7 +39,12 @@ from onceflow.api.connector import (
     TaskContext,
 )
 from onceflow.connectors.postgres.catalog import Table, describe, key_after
-from onceflow.connectors.postgres.change_records import encode, json_value, row_object
+from onceflow.connectors.postgres.change_records import (
+    change_documents,
+    encode,
+    record_key,
+    row_object,
+)
 from onceflow.connectors.postgres.pgoutput import (
     Begin,
     Commit,
@@ -48,7 +53,6 @@ from onceflow.connectors.postgres.pgoutput import (
     Keepalive,
     Relation,
     Truncate,
-    Tuple,
     Update,
     decode,
     epoch_ms,
@@ -232,7 +236,7 @@ class CdcTask(SourceTask):
                 **self._window(),
                 "snapshot": {"table": table.name, "after": list(key)},
             },
-            key=self._key(table, key),
+            key=record_key(table, key),
             value=encode(
                 {
                     "op": "r",
@@ -251,11 +255,6 @@ class CdcTask(SourceTask):
         stream has passed them, the segments."""
         segments = {"segments": [s.to_offset() for s in self.segments]} if self.segments else {}
         return {"tables": self.order, **segments}
-
-    @staticmethod
-    def _key(table: Table, key: Key) -> bytes:
-        types = dict(zip(table.columns, table.types, strict=True))
-        return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
 
     # -- streaming ---------------------------------------------------------------
 
@@ -360,7 +359,7 @@ class CdcTask(SourceTask):
             self.segments, table.name, key, position[0], self.order, self._key_after
         ):
             return
-        self._emit(table, op, self._key(table, key), document, position, out)
+        self._emit(table, op, record_key(table, key), document, position, out)
 
     def _truncate(self, table: Table, change: tuple[int, int], out: list[SourceRecord]) -> None:
         """A truncate before every segment's export is in all of them (nothing to say);
@@ -532,54 +531,3 @@ class CdcTask(SourceTask):
                 self._send_status()
             self.stream.close()
         self.sql.close()
-
-
-def change_documents(
-    message: Insert | Update | Delete, relation: Relation, table: Table
-) -> list[tuple[str, Key, dict[str, Any]]]:
-    """The records a change makes: (op, key, before/after). An update that changes the
-    primary key is a delete of the old key and an insert of the new one, so each key's
-    records stay in order in their partition."""
-    names = tuple(c.name for c in relation.columns)
-    types = tuple(c.type_oid for c in relation.columns)
-
-    identity = {c.name for c in relation.columns if c.in_key}
-
-    def row(values: Tuple | None) -> dict[str, Any] | None:
-        return None if values is None else row_object(names, types, values)[0]
-
-    def before(values: Tuple | None) -> dict[str, Any] | None:
-        """Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other
-        columns come as nulls that mean "not sent"); under FULL, all of it."""
-        old = row(values)
-        if old is None or relation.replica_identity == "f":
-            return old
-        return {k: v for k, v in old.items() if k in identity}
-
-    def key_of(values: Tuple) -> Key:
-        at = {name: i for i, name in enumerate(names)}
-        return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
-
-    if isinstance(message, Insert):
-        return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
-    if isinstance(message, Delete):
-        return [("d", key_of(message.old), {"before": before(message.old), "after": None})]
-    new_key = key_of(message.new)
-    old_key = key_of(message.old) if message.old is not None else new_key
-    if old_key != new_key:
-        return [
-            ("d", old_key, {"before": before(message.old), "after": None}),
-            ("c", new_key, {"before": None, "after": row(message.new)}),
-        ]
-    unchanged = row_object(names, types, message.new)[1]
-    return [
-        (
-            "u",
-            new_key,
-            {
-                "before": before(message.old),
-                "after": row(message.new),
-                **({"unchangedToast": unchanged} if unchanged else {}),
-            },
-        )
-    ]
