@@ -21,6 +21,7 @@ from onceflow.control.admission import review
 from onceflow.control.app import Controllers, build_controllers
 from onceflow.control.errors import RetryLaterError
 from onceflow.control.kube import KubeClient, StaleStatusError
+from onceflow.control.operator_config import OperatorConfig, WebhookConfig
 from onceflow.control.operator_metrics import CONDITIONS
 from onceflow.control.reconcile_loops import (
     PIPELINES,
@@ -29,10 +30,12 @@ from onceflow.control.reconcile_loops import (
     Key,
     ReconcileLoops,
 )
-from onceflow.logic.requeue import RequeuePolicy
 from onceflow.model.objects import LABEL_SOURCE, LABEL_SPARKJOB
 
 log = logging.getLogger("onceflow")
+CONFIG = OperatorConfig.from_environment(os.environ)
+"""Read when kopf loads this module (``onceflow operator`` puts its flags in the
+environment first): whether to register the webhook's handlers is decided here."""
 _controllers: Controllers | None = None
 _loops: ReconcileLoops | None = None
 
@@ -47,15 +50,6 @@ def loops() -> ReconcileLoops:
     return _loops
 
 
-def _policy() -> RequeuePolicy:
-    defaults = RequeuePolicy()
-    return RequeuePolicy(
-        resync_s=float(os.environ.get("ONCEFLOW_RESYNC_S", defaults.resync_s)),
-        first_poll_s=float(os.environ.get("ONCEFLOW_POLL_S", defaults.first_poll_s)),
-        max_poll_s=float(os.environ.get("ONCEFLOW_MAX_POLL_S", defaults.max_poll_s)),
-    )
-
-
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     global _controllers, _loops  # noqa: PLW0603 - the one process-wide wiring point
@@ -67,14 +61,14 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = 16
     # A standby takes over this long after the active replica's last heartbeat.
-    settings.peering.lifetime = int(os.environ.get("ONCEFLOW_PEERING_LIFETIME_S", "60"))
+    settings.peering.lifetime = CONFIG.peering_lifetime_s
     # Watching named namespaces needs no cluster-wide rights: kopf's scan for new
     # namespaces and CRDs (list/watch of both, cluster-wide) is off, and the resources
     # served are those the API offers at start (a CRD installed later, such as the
     # Spark operator's, is served after a restart).
-    settings.scanning.disabled = bool(os.environ.get("ONCEFLOW_NAMESPACES"))
-    _controllers = build_controllers()
-    _loops = ReconcileLoops(_policy(), int(os.environ.get("ONCEFLOW_RECONCILE_WORKERS", "8")))
+    settings.scanning.disabled = bool(CONFIG.namespaces)
+    _controllers = build_controllers(CONFIG)
+    _loops = ReconcileLoops(CONFIG.requeue, CONFIG.reconcile_workers)
     wake = _loops.wake_from_thread
     _controllers.sources.answered = lambda namespace, name: wake(Key(SOURCES, namespace, name))
     _controllers.pipelines.hanging.changed = lambda namespace, name: wake(
@@ -84,34 +78,38 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # filtered here (task and Spark pods share no label a selector could ask for).
     for group, plural in (("batch", "jobs"), ("sparkoperator.k8s.io", "sparkapplications")):
         settings.watching.label_selectors[group, plural] = LABEL_SPARKJOB
-    port = os.environ.get("ONCEFLOW_WEBHOOK_PORT")
-    if port:
-        host = os.environ.get("ONCEFLOW_WEBHOOK_HOST")
-        certfile = os.environ.get("ONCEFLOW_WEBHOOK_CERT")
-        pkeyfile = os.environ.get("ONCEFLOW_WEBHOOK_KEY")
-        secret = os.environ.get("ONCEFLOW_WEBHOOK_CERT_SECRET")
-        if secret and host:
-            certfile, pkeyfile = _own_certificate(_controllers.kube, secret, host)
-        settings.admission.server = kopf.WebhookServer(
-            addr=os.environ.get("ONCEFLOW_WEBHOOK_ADDR", "0.0.0.0"),
-            host=host,
-            port=int(port),
-            certfile=certfile,
-            pkeyfile=pkeyfile,
-            cafile=os.environ.get("ONCEFLOW_WEBHOOK_CA"),
-        )
-        # Self-managed unless a deployment (the Helm chart) owns the configuration.
-        if os.environ.get("ONCEFLOW_WEBHOOK_MANAGED", "true") != "false":
-            settings.admission.managed = f"validation.{API_GROUP}"
+    if CONFIG.webhook is not None:
+        _serve_webhook(settings, CONFIG.webhook, _controllers.kube)
 
 
-def _own_certificate(kube: KubeClient, secret: str, host: str) -> tuple[str, str]:
+def _serve_webhook(
+    settings: kopf.OperatorSettings, webhook: WebhookConfig, kube: KubeClient
+) -> None:
+    certfile, pkeyfile = webhook.certfile, webhook.pkeyfile
+    if webhook.cert_secret and webhook.host:
+        certfile, pkeyfile = _own_certificate(kube, webhook)
+    settings.admission.server = kopf.WebhookServer(
+        addr=webhook.addr,
+        host=webhook.host,
+        port=webhook.port,
+        certfile=certfile,
+        pkeyfile=pkeyfile,
+        cafile=webhook.cafile,
+    )
+    # Self-managed unless a deployment (the Helm chart) owns the configuration.
+    if webhook.managed:
+        settings.admission.managed = f"validation.{API_GROUP}"
+
+
+def _own_certificate(kube: KubeClient, webhook: WebhookConfig) -> tuple[str, str]:
     """The serving certificate from the shared Secret (``namespace/name``), with its CA
     put into the webhook configuration the chart made without one."""
-    namespace, _, name = secret.partition("/")
+    assert webhook.cert_secret is not None and webhook.host is not None
+    host = webhook.host
+    namespace, _, name = webhook.cert_secret.partition("/")
     hosts = [host, f"{host}.cluster.local"] if host.endswith(".svc") else [host]
     served = webhook_certificates.ensure(kube, namespace, name, hosts)
-    configuration = os.environ.get("ONCEFLOW_WEBHOOK_CONFIGURATION")
+    configuration = webhook.configuration
     if configuration and served.ca and not kube.set_webhook_ca_bundle(configuration, served.ca):
         log.warning("no ValidatingWebhookConfiguration %r to give the CA to", configuration)
     webhook_certificates.restart_before_expiry(served)
@@ -252,6 +250,6 @@ def admit(body: kopf.Body, warnings: list[str], **_: Any) -> None:
 
 # kopf refuses to start with admission handlers but no webhook server, so the
 # validating webhook exists only when one is configured.
-if os.environ.get("ONCEFLOW_WEBHOOK_PORT"):
+if CONFIG.webhook is not None:
     for plural in ("kafkasources", "pipelines", "sparkjobs"):
         kopf.on.validate(API_GROUP, API_VERSION, plural, id=f"validate-{plural}")(admit)

@@ -27,6 +27,10 @@ def main() -> int:
         "--batch", type=int, default=defaults.batch, help="records per task poll while struck"
     )
     parser.add_argument("--poll-ms", type=int, default=defaults.poll_ms)
+    parser.add_argument(
+        "--kit-records", type=int, default=defaults.kit_records,
+        help="the scale of the files, kafka and postgres-incrementing sources' loads",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument("--no-spark", action="store_true", help="sources only")
     parser.add_argument(
@@ -42,6 +46,7 @@ def main() -> int:
         per_stream=args.per_stream,
         batch=args.batch,
         poll_ms=args.poll_ms,
+        kit_records=args.kit_records,
         spark=not args.no_spark,
     )
     services = [ScriptedService("kafka-cluster.sh"), ScriptedService("postgres.sh")]

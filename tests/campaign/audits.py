@@ -1,8 +1,9 @@
 """The campaign's verdicts, read once the faults are over and the pipelines caught up:
 every stream exact through the source and the Kafka sink (read by librdkafka and by
 Kafka's Java client, which must read the very same records), the Postgres sink's table
-holding each record once, and the CDC topic following the table change by change to
-its final state."""
+and the file sink's committed files holding each record once, the CDC topic following
+the table change by change to its final state, and each kit source's topic passing its
+conformance audit against its source system (both clients agreeing on it too)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,11 +20,13 @@ import psycopg
 
 from onceflow.eos.consume import read_to_end
 from onceflow.logic.audit import audit_sequences
+from tests.campaign.file_sink_output import committed_values
+from tests.campaign.java_clients import Read, read_with_java
+from tests.campaign.kit_sources import KitSource
 from tests.support.cdc import audit_changes, final_versions, read_changes
 
 if TYPE_CHECKING:
     from tests.campaign.rig import Rig
-from tests.campaign.java_clients import Read, read_with_java
 
 JAVA_READER = Path(__file__).with_name("ReadCommitted.java")
 
@@ -76,20 +80,48 @@ def sequences_verdict(
     )
 
 
-def rows_verdict(pipeline: str, dsn: str, table: str, streams: int, per_stream: int) -> Verdict:
-    """The sink's table holds every (stream, seq) once."""
-    with psycopg.connect(dsn) as conn:
-        rows = Counter(conn.execute(f"SELECT stream, seq FROM {table}").fetchall())
+def held_once_verdict(
+    pipeline: str, held: Counter[tuple[str, int]], streams: int, per_stream: int
+) -> Verdict:
+    """A sink's output holds every (stream, seq) once."""
     expected = Counter((f"s{s}", seq) for s in range(streams) for seq in range(1, per_stream + 1))
-    missing, extra = expected - rows, rows - expected
+    missing, extra = expected - held, held - expected
     ok = not missing and not extra
     return Verdict(
         pipeline,
         ok,
-        f"{sum(rows.values())} rows, each record once"
+        f"{sum(held.values())} rows, each record once"
         if ok
         else f"{sum(missing.values())} rows missing, {sum(extra.values())} extra "
         f"(e.g. {sorted(extra)[:3]} extra, {sorted(missing)[:3]} missing)",
+    )
+
+
+def table_rows(dsn: str, table: str) -> Counter[tuple[str, int]]:
+    with psycopg.connect(dsn) as conn:
+        return Counter(conn.execute(f"SELECT stream, seq FROM {table}").fetchall())
+
+
+def archived_rows(output: Path) -> Counter[tuple[str, int]]:
+    held: Counter[tuple[str, int]] = Counter()
+    for value in committed_values(output):
+        body = json.loads(value)
+        held[(str(body["stream"]), int(body["seq"]))] += 1
+    return held
+
+
+def kit_verdict(kit: KitSource, bootstrap: str) -> Verdict:
+    """The kit's own audit of the source's topic against its source system."""
+    _, disagreement = clients_agree(bootstrap, kit.topic)
+    audit = kit.audit(bootstrap)
+    problems = [disagreement, *audit.problems[:5], *audit.behind[:5]]
+    shown = [p for p in problems if p]
+    return Verdict(
+        kit.workload,
+        not shown,
+        "; ".join(shown)
+        or f"{audit.records} records, each once and in the source's order, both clients "
+        "read the same",
     )
 
 
@@ -133,9 +165,16 @@ def verdicts(rig: Rig) -> list[Verdict]:
             "changes", rig.bootstrap, rig.changes, rig.dsn, rig.cdc_table
         ),
     }
+    for kit in rig.kits:
+        judges[kit.workload] = partial(kit_verdict, kit, rig.bootstrap)
     if rig.size.spark:
         judges["copier"] = sequences("copier", rig.copied)
-        judges["rows"] = lambda: rows_verdict("rows", rig.dsn, rig.rows_table, streams, per_stream)
+        judges["rows"] = lambda: held_once_verdict(
+            "rows", table_rows(rig.dsn, rig.rows_table), streams, per_stream
+        )
+        judges["archive"] = lambda: held_once_verdict(
+            "archive", archived_rows(rig.archive), streams, per_stream
+        )
     found = []
     for pipeline, judge in judges.items():
         try:

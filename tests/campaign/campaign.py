@@ -23,7 +23,7 @@ from tests.campaign.recovery import KindRecovery
 from tests.campaign.report import write_report
 from tests.campaign.rig import CampaignSize, Rig
 from tests.campaign.schedule import fault_schedule
-from tests.campaign.watch import TableWatch, TopicWatch, Watch
+from tests.campaign.watch import FileSinkWatch, TableWatch, TopicWatch, Watch
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.netns import Namespace, network_namespace
 from tests.support.testbed import script_value
@@ -31,6 +31,8 @@ from tests.support.waiting import holds_within, wait_for
 
 CAUGHT_UP_S = 1200
 """How long the outputs may take to complete once the faults are over."""
+COUNTED = ("counter", "copier", "rows", "archive")
+"""The pipelines holding the sequence source's records, each once when complete."""
 
 
 @dataclass(frozen=True)
@@ -66,23 +68,33 @@ def _watches(rig: Rig) -> dict[str, Watch]:
     watches: list[Watch] = [
         TopicWatch("counter", rig.bootstrap, rig.counts),
         TopicWatch("changes", rig.bootstrap, rig.changes),
+        *(TopicWatch(kit.workload, rig.bootstrap, kit.topic) for kit in rig.kits),
     ]
     if rig.size.spark:
         watches += [
             TopicWatch("copier", rig.bootstrap, rig.copied),
             TableWatch("rows", rig.dsn, rig.rows_table),
+            FileSinkWatch("archive", rig.archive),
         ]
     return {watch.timeline.pipeline: watch for watch in watches}
 
 
+def _kits_caught_up(rig: Rig) -> bool:
+    """Every kit source's topic holding all its source system does (or wrong already,
+    which no waiting mends)."""
+    audits = [kit.audit(rig.bootstrap) for kit in rig.kits]
+    return all(audit.caught_up or audit.problems for audit in audits)
+
+
 def _await_caught_up(rig: Rig, watches: dict[str, Watch]) -> None:
-    """Every output complete: the counts through each sink, and the CDC topic at the
-    table's final state. A run that never gets there is judged all the same (the
-    verdicts say what is missing)."""
-    counted = [w for name, w in watches.items() if name != "changes"]
+    """Every output complete: the counts through each sink, the CDC topic at the
+    table's final state, each kit source's topic at its source system's. A run that
+    never gets there is judged all the same (the verdicts say what is missing)."""
+    counted = [watches[name] for name in COUNTED if name in watches]
     total = rig.size.records
     holds_within(lambda: all(w.seen() >= total for w in counted), CAUGHT_UP_S, 1)
     holds_within(lambda: changes_caught_up(rig), CAUGHT_UP_S / 2, 15)
+    holds_within(lambda: _kits_caught_up(rig), CAUGHT_UP_S / 2, 15)
 
 
 def _struck_by(progress: list[tuple[float, int]], moment: float) -> int:
@@ -143,7 +155,7 @@ def run_campaign(
         coordinators = Coordinators(cluster.bootstrap)
         start = time.time()
         try:
-            rig.start()
+            rig.start(len(schedule))
             for watch in watches.values():
                 watch.start()
             wait_for(
@@ -155,7 +167,10 @@ def run_campaign(
             arena = Arena(rig, random.Random(seed), BrokerLogs(), coordinators)
             strikes, stalled = _schedule(arena, schedule, folder, say, pause_s)
             rig.sprint()
-            rig.end_load()
+            try:
+                rig.end_load()
+            except RuntimeError as error:  # a load that failed: its source's truth is short
+                stalled = "; ".join(filter(None, [stalled, f"{error}: {error.__cause__!r}"]))
             _await_caught_up(rig, watches)
         finally:
             coordinators.close()

@@ -11,6 +11,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import psycopg
 
 from tests.campaign.java_clients import Coordinators
 from tests.campaign.kinds import FaultKind, Strike
-from tests.campaign.rig import TRANSACTION_TIMEOUT_MS, Rig
+from tests.campaign.rig import TRANSACTION_TIMEOUT_MS, Rig, SourceTask
 from tests.support.checkpoint import batch_in_flight
 from tests.support.kafka_cluster import coordinator_partition
 from tests.support.proc import kill_process_tree, signal_process, started_at
@@ -65,29 +66,52 @@ class Arena:
         cluster, topic = self.rig.cluster, self.rig.counts
         return holds_within(lambda: cluster.open_transaction_on(topic, partition), within_s, 0.05)
 
-    def own_transaction_open(self, task: int, pid: int) -> bool:
-        """Whether the task's id has a transaction Ongoing that its process (``pid``)
-        began: one open under the id since before is a predecessor's."""
-        transactional_id = self.rig.transactional_id(task)
+    def own_transaction_open(self, task: SourceTask) -> bool:
+        """Whether the task's id has a transaction Ongoing that its process began: one
+        open under the id since before is a predecessor's."""
         try:
+            transactional_id = self.rig.transactional_id(task)
             state = self.coordinators.states([transactional_id])[transactional_id]
-            return state.open_since(started_at(pid))
+            return state.open_since(started_at(task.pid))
         except (LookupError, FileNotFoundError, KeyError):  # no answer, or the task ended
             return False
 
-    def aim_at_a_task(self, within_s: float = 15) -> tuple[int, int] | None:
-        """A running task (index, pid) with a transaction of its own open."""
-        found: list[tuple[int, int]] = []
+    def tasks_with_their_own_open(self) -> list[SourceTask]:
+        """Every live task whose own transaction is open, asked of the coordinators at
+        once for all of them."""
+        ids: dict[SourceTask, str] = {}
+        for task in self.rig.source_tasks():
+            with suppress(LookupError, FileNotFoundError, KeyError):  # not recorded yet
+                ids[task] = self.rig.transactional_id(task)
+        try:
+            states = self.coordinators.states(sorted(set(ids.values())))
+        except LookupError:  # no answer (a coordinator being elected): none found
+            return []
+        found = []
+        for task, transactional_id in ids.items():
+            with suppress(FileNotFoundError, KeyError):  # the task ended meanwhile
+                if states[transactional_id].open_since(started_at(task.pid)):
+                    found.append(task)
+        return found
 
-        def open_one() -> bool:
+    def aim_at_a_task(self, within_s: float = 15, prefer_s: float = 2) -> SourceTask | None:
+        """A running task with a transaction of its own open: of a source drawn at
+        random if one of its tasks has one within ``prefer_s`` (the kit sources' loads
+        come in bursts, so their transactions are open less often than ``counter``'s,
+        which would otherwise take nearly every aim), else of any source."""
+        preferred = self.rng.choice(["counter", *(k.workload for k in self.rig.kits)])
+        found: list[SourceTask] = []
+
+        def open_one(workloads: set[str] | None) -> bool:
             found[:] = [
-                (task, pid)
-                for task, pid in self.rig.task_pids().items()
-                if self.own_transaction_open(task, pid)
+                t
+                for t in self.tasks_with_their_own_open()
+                if workloads is None or t.workload in workloads
             ]
             return bool(found)
 
-        holds_within(open_one, within_s, 0.05)
+        if not holds_within(lambda: open_one({preferred}), prefer_s, 0.05):
+            holds_within(lambda: open_one(None), within_s, 0.05)
         return self.rng.choice(found) if found else None
 
 
@@ -96,16 +120,20 @@ def _whole(arena: Arena) -> None:
     (AssertionError when it never gets there: a stall)."""
     rig = arena.rig
     rig.cluster.await_fully_replicated(rig.counts)
-    wait_for(rig.running, 180, f"{rig.tasks} source tasks")
+    wait_for(rig.running, 180, "every source's tasks")
+
+
+def _named(task: SourceTask | None) -> str:
+    return f"{task.workload}'s task {task.number}" if task else "no task"
 
 
 def task_kill(arena: Arena) -> Strike:
     aimed = arena.aim_at_a_task()
     now = time.time()
-    killed = aimed is not None and signal_process(aimed[1], signal.SIGKILL)
+    killed = aimed is not None and signal_process(aimed.pid, signal.SIGKILL)
     return Strike(
-        FaultKind.TASK_KILL, "counter", now, now, killed,
-        f"task {aimed and aimed[0]} SIGKILLed with a transaction of its own open: {killed}",
+        FaultKind.TASK_KILL, aimed.workload if aimed else "counter", now, now, killed,
+        f"{_named(aimed)} SIGKILLed with a transaction of its own open: {killed}",
     )  # fmt: skip
 
 
@@ -117,44 +145,50 @@ def task_zombie(arena: Arena) -> Strike:
     tries = []
     for _ in range(ZOMBIE_TRIES):
         _whole(arena)
-        landed, said, struck, cleared = _stopped_past_its_timeout(arena)
+        landed, said, struck, cleared, workload = _stopped_past_its_timeout(arena)
         tries.append(said)
         if landed:
             break
     return Strike(
-        FaultKind.TASK_ZOMBIE, "counter", struck, cleared, landed,
+        FaultKind.TASK_ZOMBIE, workload, struck, cleared, landed,
         f"{'; '.join(tries)}; rolled back by its coordinator for timeout: {landed}",
     )  # fmt: skip
 
 
-def _stopped_past_its_timeout(arena: Arena) -> tuple[bool, str, float, float]:
-    """One try: (landed, what happened, stopped at, woken at)."""
-    aimed = arena.aim_at_a_task()
+def _stopped_past_its_timeout(arena: Arena) -> tuple[bool, str, float, float, str]:
+    """One try: (landed, what happened, stopped at, woken at, its source)."""
+    task = arena.aim_at_a_task()
     struck = time.time()
-    if aimed is None:
-        return False, "no task with a transaction of its own open", struck, struck
-    task, pid = aimed
+    if task is None:
+        return False, "no task with a transaction of its own open", struck, struck, "counter"
     transactional_id = arena.rig.transactional_id(task)
     since = arena.logs.mark()
-    signal_process(pid, signal.SIGSTOP)
+    signal_process(task.pid, signal.SIGSTOP)
     try:
-        held = arena.own_transaction_open(task, pid)
+        held = arena.own_transaction_open(task)
         landed = held and holds_within(
             lambda: arena.logs.rolled_back(since, transactional_id), TIMED_OUT_S
         )
     finally:
-        signal_process(pid, signal.SIGCONT)
+        signal_process(task.pid, signal.SIGCONT)
     cleared = time.time()
     return (
         landed,
-        f"task {task} stopped {cleared - struck:.0f} s (one open: {held})",
+        f"{_named(task)} stopped {cleared - struck:.0f} s (one open: {held})",
         struck,
         cleared,
+        task.workload,
     )
 
 
-def _a_job(arena: Arena) -> str:
-    return arena.rng.choice(["copier", "rows"])
+JOBS = ("copier", "rows", "archive")
+PYTHON_SINKS = ("copier", "rows")
+"""The jobs whose sinks run in Python workers (``archive``'s file sink is Spark's own,
+all in the JVM): what an executor kill aims at."""
+
+
+def _a_job(arena: Arena, jobs: tuple[str, ...] = JOBS) -> str:
+    return arena.rng.choice(jobs)
 
 
 def _driver_in_a_batch(arena: Arena, job: str) -> bool:
@@ -185,7 +219,7 @@ def driver_kill(arena: Arena) -> Strike:
 def executor_kill(arena: Arena) -> Strike:
     """The driver JVM's Python workers, where the sinks write, SIGKILLed inside a batch;
     landed once the driver logs a task lost to it."""
-    job, rig = _a_job(arena), arena.rig
+    job, rig = _a_job(arena, PYTHON_SINKS), arena.rig
     holds_within(
         lambda: batch_in_flight(rig.host.checkpoint(job)) and bool(rig.python_workers(job)),
         180,
@@ -240,7 +274,7 @@ def leader_kill(arena: Arena) -> Strike:
 def coordinator_kill(arena: Arena) -> Strike:
     rig, cluster = arena.rig, arena.rig.cluster
     aimed = arena.aim_at_a_task()
-    task = aimed[0] if aimed else arena.rng.choice(sorted(rig.task_pids()))
+    task = aimed or arena.rng.choice(rig.source_tasks())
     transactional_id = rig.transactional_id(task)
     coordinator = cluster.coordinator(transactional_id)
     now = time.time()
@@ -251,7 +285,7 @@ def coordinator_kill(arena: Arena) -> Strike:
     cluster.await_taken_over(coordinator, "__transaction_state", log_partition)
     _down_for_a_while(arena, coordinator)
     return Strike(
-        FaultKind.COORDINATOR_KILL, "counter", now, now, aimed is not None,
+        FaultKind.COORDINATOR_KILL, task.workload, now, now, aimed is not None,
         f"broker {coordinator}, coordinator of {transactional_id}, SIGKILLed with that "
         f"task's own transaction open: {aimed is not None}",
     )  # fmt: skip
@@ -280,15 +314,13 @@ def network_partition(arena: Arena) -> Strike:
     before the cut: the tasks reach no broker, so only the timeout can have ended it."""
     rig = arena.rig
     assert rig.namespace is not None
-    pids = rig.task_pids()
+    tasks = rig.source_tasks(rig.source)
     arena.aim_at_a_task()
     since = arena.logs.mark()
     struck = time.time()
     rig.namespace.partition()
     try:
-        held = [
-            rig.transactional_id(t) for t, pid in pids.items() if arena.own_transaction_open(t, pid)
-        ]
+        held = [rig.transactional_id(t) for t in tasks if arena.own_transaction_open(t)]
         aborted = bool(held) and holds_within(
             lambda: any(arena.logs.rolled_back(since, i) for i in held), TIMED_OUT_S
         )

@@ -1,12 +1,15 @@
 """The system the campaign strikes: real pipelines under two ``onceflow run``s on the
-three-broker cluster.
+three-broker cluster, a source of every connector kind and a Spark job through every
+sink.
 
 - Run ``source`` (in a network namespace of its own when root, so the network faults
-  can cut it off) runs ``counter``, a transactional sequence source of 2-3 tasks.
+  can cut it off) runs ``counter``, a transactional sequence source of 2-3 tasks, and
+  the ``files`` and ``kafka`` (mirror) sources of kit_sources.py.
 - Run ``host`` runs ``changes``, a PostgreSQL CDC source of a table a loader keeps
-  changing, and two SparkJobs reading ``counter``'s topic: ``copier`` through the
-  exactly-once Kafka sink, ``rows`` through the Postgres sink (the database is on the
-  host's loopback, which a namespace cannot reach).
+  changing, the ``postgres`` incrementing source, and three SparkJobs reading
+  ``counter``'s topic: ``copier`` through the exactly-once Kafka sink, ``rows``
+  through the Postgres sink (the database is on the host's loopback, which a namespace
+  cannot reach), ``archive`` through Spark's file sink.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ import uuid
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import yaml
 
+from tests.campaign.kit_sources import kit_sources, load_size
 from tests.support.cdc import Loader, create_table, drop_slot, slot_released
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.netns import Namespace
@@ -55,10 +59,23 @@ class CampaignSize:
     """The loader rests this long per 500 changes (about 200 changes a second): it
     changes the table until the faults are over."""
     spark: bool = True
+    kit_records: int = 60_000
+    """The scale of each kit source's load (kit_sources.py): lines times 2.5 (over five
+    files), rows times 2, upstream records times 3; 60,000 keeps each of them busy
+    through an hour of faults (about 40 lines, 35 rows and 50 records a second)."""
 
     @property
     def records(self) -> int:
         return self.streams * self.per_stream
+
+
+class SourceTask(NamedTuple):
+    """A live task of one of the rig's sources."""
+
+    workload: str
+    number: int
+    """Its index among the source's tasks."""
+    pid: int
 
 
 class Run:
@@ -141,18 +158,44 @@ class Rig:
         self.rows_table = f"{self.name.replace('-', '_')}_rows"
         self.cdc_table = f"{self.name.replace('-', '_')}_cdc"
         self.slot = f"{self.name.replace('-', '_')}_slot"
+        self.archive = workdir / "archive"
         self.tasks = 2
         self.trigger_s = 1
         self.sprinting = False
         self.source = Run("source", workdir, tuple(namespace.command()) if namespace else ())
         self.host = Run("host", workdir)
+        self.workdir = workdir
         self.loader: Loader | None = None
+        self.kits = kit_sources(self.name, self.bootstrap, dsn)
 
     # -- manifests -------------------------------------------------------------------
 
     def _pipeline(self, name: str, bootstrap: str) -> dict[str, Any]:
         spec = {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"}
         return {"apiVersion": API, "kind": "Pipeline", "metadata": {"name": name}, "spec": spec}
+
+    def _kit_sources(self, run: str) -> list[dict[str, Any]]:
+        """The kit sources of one run, under the same timeout as ``counter`` (a zombie
+        or a cut-off task of theirs is aborted as soon)."""
+        pipeline = f"{self.name}-src" if run == "source" else f"{self.name}-host"
+        documents = []
+        for kit in (k for k in self.kits if k.run == run):
+            subject = kit.subject
+            spec = {
+                "pipeline": pipeline,
+                "topic": kit.topic,
+                "tasksMax": subject.tasks_max,
+                "transactionBoundary": subject.boundary,
+                "transactionTimeoutMs": TRANSACTION_TIMEOUT_MS,
+                "connector": {"type": subject.connector, "config": kit.config},
+            }
+            if subject.interval_ms is not None:
+                spec["transactionBoundaryIntervalMs"] = subject.interval_ms
+            documents.append(
+                {"apiVersion": API, "kind": "KafkaSource", "metadata": {"name": kit.workload},
+                 "spec": spec}
+            )  # fmt: skip
+        return documents
 
     def source_documents(self) -> list[dict[str, Any]]:
         size = self.size
@@ -176,6 +219,7 @@ class Rig:
             self._pipeline(f"{self.name}-src", self.source_bootstrap),
             {"apiVersion": API, "kind": "KafkaSource", "metadata": {"name": "counter"},
              "spec": source},
+            *self._kit_sources("source"),
         ]  # fmt: skip
 
     def _spark_job(self, name: str, sql: str, sink: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +253,7 @@ class Rig:
              "spec": {"pipeline": f"{self.name}-host", "topic": self.changes, "tasksMax": 1,
                       "transactionBoundary": "connector",
                       "connector": {"type": "postgres", "config": cdc}}},
+            *self._kit_sources("host"),
         ]  # fmt: skip
         if self.size.spark:
             documents += [
@@ -218,13 +263,22 @@ class Rig:
                     {"kafka": {"topic": self.copied, "partitions": 2}},
                 ),
                 self._spark_job("rows", PARSED, {"postgres": self._postgres_sink()}),
+                self._spark_job(
+                    "archive",
+                    "SELECT CAST(value AS STRING) AS value FROM input",
+                    {"files": {"path": str(self.archive), "format": "json"}},
+                ),
             ]
         return documents
 
     # -- life ------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, faults: int) -> None:
+        """``faults``: how many the schedule holds, which the kit loads last through."""
         self.source.manifest.parent.mkdir(parents=True, exist_ok=True)
+        kit_size = load_size(faults, self.size.kit_records)
+        for kit in self.kits:
+            kit.prepare(self.workdir, kit_size, self.bootstrap, self.source_bootstrap)
         create_table(self.dsn, self.cdc_table, self.size.cdc_rows)
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"CREATE TABLE {self.rows_table} (stream text, seq int)")
@@ -235,21 +289,31 @@ class Rig:
         size = self.size
         self.loader = Loader(self.dsn, self.cdc_table, size.cdc_rows, 10**9, size.cdc_pace_s)
         self.loader.start()
-        wait_for(self.running, 180, "the source's tasks")
+        for kit in self.kits:
+            assert kit.load is not None
+            kit.load.start()
+        wait_for(self.running, 180, "the sources' tasks")
 
     def running(self) -> bool:
         """Both runs alive (or an error saying why not) and every source task running."""
         self.source.assert_alive()
         self.host.assert_alive()
-        return len(self.task_pids()) == self.tasks
+        wanted = {"counter": self.tasks, **{k.workload: k.subject.tasks_max for k in self.kits}}
+        found = {workload: 0 for workload in wanted}
+        for task in self.source_tasks():
+            found[task.workload] += 1
+        return found == wanted
 
     def end_load(self) -> None:
-        """No more changes to the CDC table: its final state is the truth from now."""
+        """No more changes to the CDC table: its final state is the truth from now. The
+        kit loads make their last changes and end."""
         assert self.loader is not None
         self.loader.end_early()
         self.loader.join(120)
         if self.loader.error is not None:
             raise RuntimeError("the CDC table's loader failed") from self.loader.error
+        for kit in self.kits:
+            kit.release()
 
     def drop_tables(self) -> None:
         """Once judged: a million-row table per campaign would pile up in the test
@@ -266,18 +330,37 @@ class Rig:
         # The slot stays active until its walsender notices the task has gone.
         holds_within(lambda: slot_released(self.dsn, self.slot), 60)
         drop_slot(self.dsn, self.slot)
+        for kit in self.kits:
+            if kit.load is not None:
+                kit.load.released.set()
+            kit.subject.close()
 
     # -- what faults aim at ----------------------------------------------------------
 
-    def task_pids(self) -> dict[int, int]:
-        """The source's live task processes by task index."""
-        return {
-            int(label): pid for label, pid in self.source.pids("counter").items() if not ended(pid)
-        }
+    def run_of(self, workload: str) -> Run:
+        kit = next((k for k in self.kits if k.workload == workload), None)
+        return self.host if kit is not None and kit.run == "host" else self.source
 
-    def transactional_id(self, task: int) -> str:
-        record = self.source.record("counter") or {}
-        return str(record["transactionalIds"][task])
+    def source_tasks(self, run: Run | None = None) -> list[SourceTask]:
+        """The live tasks of every source (``run``: of that run's only)."""
+        found = []
+        for workload in ["counter", *(k.workload for k in self.kits)]:
+            owner = self.run_of(workload)
+            if run is None or owner is run:
+                found += [
+                    SourceTask(workload, int(label), pid)
+                    for label, pid in owner.pids(workload).items()
+                    if not ended(pid)
+                ]
+        return found
+
+    def task_pids(self) -> dict[int, int]:
+        """``counter``'s live task processes by task index."""
+        return {t.number: t.pid for t in self.source_tasks() if t.workload == "counter"}
+
+    def transactional_id(self, task: SourceTask) -> str:
+        record = self.run_of(task.workload).record(task.workload) or {}
+        return str(record["transactionalIds"][task.number])
 
     def driver_pid(self, job: str) -> int | None:
         pid = self.host.pids(job).get("driver")
@@ -311,8 +394,8 @@ class Rig:
             self.namespace.heal()
             with suppress(subprocess.CalledProcessError):  # no shaping left to undo
                 self.namespace.restore_link()
-        for pid in self.task_pids().values():
-            signal_process(pid, signal.SIGCONT)
+        for task in self.source_tasks():
+            signal_process(task.pid, signal.SIGCONT)
         if not self.source.alive():
             self.source.start()
 

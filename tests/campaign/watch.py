@@ -1,18 +1,21 @@
 """What the campaign's timeline is drawn from: each pipeline's output as a reader sees
 it, sampled as it grows. A Kafka output is followed by a ``read_committed`` consumer
 (records visible, the latest produce time among them, and how long each took from
-its producer's timestamp to being readable); a table by its row count."""
+its producer's timestamp to being readable); a table by its row count, a file sink's
+output by the rows of the files its log lists."""
 
 from __future__ import annotations
 
 import statistics
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from tests.campaign.file_sink_output import committed_files
 from tests.campaign.recovery import Timeline
 
 SAMPLE_S = 0.5
@@ -134,3 +137,22 @@ class TableWatch(Watch):
             self._stop_event.wait(2 * SAMPLE_S)
         if conn is not None:
             conn.close()
+
+
+class FileSinkWatch(Watch):
+    """Rows in the files Spark's file sink has committed (its log lists them): a file
+    once listed never changes, so each is counted once."""
+
+    def __init__(self, pipeline: str, output: Path) -> None:
+        super().__init__(pipeline)
+        self.output = output
+
+    def follow(self) -> None:
+        counted: dict[Path, int] = {}
+        while not self.stopping:
+            for path in committed_files(self.output):
+                if path not in counted:
+                    with path.open("rb") as file:
+                        counted[path] = sum(1 for line in file if line.strip())
+            self.timeline.progress.append((time.time(), sum(counted.values())))
+            self._stop_event.wait(2 * SAMPLE_S)

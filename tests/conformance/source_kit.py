@@ -234,6 +234,7 @@ class SourceSubject(Protocol):
     def close(self) -> None:
         """Releases what the subject holds in the source system (a replication slot),
         called once no task of the run is left."""
+        return None
 
 
 FaultKind = Literal["sigkill", "snapshot", "source", "generation"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from tests.conformance.source_kit import KitAudit
 from tests.support.background import BackgroundWork
@@ -153,23 +153,39 @@ class UpstreamTransactions(BackgroundWork):
         producer = Producer(
             {"bootstrap.servers": self.bootstrap, "transactional.id": f"load-{uuid.uuid4().hex}"}
         )
-        producer.init_transactions(30)
+        _retried(producer.init_transactions)
         streams = [f"s{s}" for s in range(self.streams)]
         pending = [(stream, seq) for seq in range(1, self.records + 1) for stream in streams]
         for number, start in enumerate(range(0, len(pending), self.TXN_RECORDS)):
             if start + self.TXN_RECORDS >= len(pending):
                 self.hold_until_released()
             if number % 4 == 3:
-                producer.begin_transaction()
-                for _ in range(self.streams):
-                    self._send(producer, "poison", 0)
-                producer.flush(30)
-                producer.abort_transaction(30)
-            producer.begin_transaction()
-            for stream, seq in pending[start : start + self.TXN_RECORDS]:
-                self._send(producer, stream, seq)
-            producer.commit_transaction(30)
+                self._transaction(producer, [("poison", 0)] * self.streams, commit=False)
+            self._transaction(producer, pending[start : start + self.TXN_RECORDS], commit=True)
             time.sleep(self.pace_s)
+
+    def _transaction(
+        self, producer: Producer, records: list[tuple[str, int]], commit: bool
+    ) -> None:
+        """One transaction, ended as asked. Under the fault campaign a broker killed or
+        paused beneath it times a call out (retried, as librdkafka allows) or aborts the
+        transaction (begun again): the upstream then holds each record committed once,
+        which is all the audit's truth needs."""
+        while True:
+            try:
+                producer.begin_transaction()
+                for stream, seq in records:
+                    self._send(producer, stream, seq)
+                if commit:
+                    _retried(producer.commit_transaction)
+                else:
+                    producer.flush(30)  # the poison in the log, for a mirror to skip
+                    _retried(producer.abort_transaction)
+                return
+            except KafkaException as error:
+                if not error.args[0].txn_requires_abort():
+                    raise
+                _retried(producer.abort_transaction)
 
     def _send(self, producer: Producer, stream: str, seq: int) -> None:
         producer.produce(
@@ -178,3 +194,15 @@ class UpstreamTransactions(BackgroundWork):
             stream.encode(),
             headers=[("seq", str(seq).encode()), ("empty", None)],
         )
+
+
+def _retried(call: Callable[[float], object], tries: int = 10) -> None:
+    """``call(30)`` (a timeout in seconds) again while it fails with an error librdkafka
+    calls retriable (a timeout while a broker is away)."""
+    for attempt in range(tries):
+        try:
+            call(30)
+            return
+        except KafkaException as error:
+            if not error.args[0].retriable() or attempt == tries - 1:
+                raise
