@@ -440,9 +440,11 @@ class Scenario:
     flavours: tuple[Flavour, ...] = (Flavour.OPERATOR, Flavour.RUN)
 
 
-def _running(producers: SinkProducers | None = P2) -> Callable[[Flavour], Job]:
+def _running(
+    producers: SinkProducers | None = P2, state: str = "RUNNING"
+) -> Callable[[Flavour], Job]:
     def start(flavour: Flavour) -> Job:
-        job = Job(flavour, driver=Driver(1, "a", producers), pods=[Pod(1)])
+        job = Job(flavour, driver=Driver(1, "a", producers, state), pods=[Pod(1)])
         job.writers = _writers(producers, 1)
         return job
 
@@ -486,8 +488,12 @@ SCENARIOS = {
     "shrunk": Scenario(_running(P3), Wanted(RUNNING, "a", P2), 1),
     "record lost": Scenario(_lost_record, Wanted(RUNNING, "a", P2), 1),
     # A process's exit is its supervisor's restart policy's (``standalone.children``).
-    "driver exited": Scenario(_running(), Wanted(RUNNING, "a", P2), 1, (Flavour.OPERATOR,)),
-    "available-now run done": Scenario(_running(), Wanted(RUNNING, "a", P2, None, True), 0),
+    "driver exited": Scenario(
+        _running(state=COMPLETED), Wanted(RUNNING, "a", P2), 1, (Flavour.OPERATOR,)
+    ),
+    "available-now run done": Scenario(
+        _running(state=COMPLETED), Wanted(RUNNING, "a", P2, available_now=True), 0
+    ),
     "submitter switched": Scenario(
         _other_submitter, Wanted(RUNNING, "a", P2), 1, (Flavour.OPERATOR,)
     ),
@@ -506,7 +512,6 @@ SCENARIOS = {
     ),
     "reset while stopped": Scenario(_held(), Wanted(STOPPED, "a", P2, input_reset=reset("r1")), 0),
 }
-EXITED = {"driver exited", "available-now run done"}
 
 
 def _check_end(job: Job, scenario: Scenario, before: SinkProducers | None) -> None:
@@ -542,9 +547,6 @@ def test_a_crash_after_any_step_neither_starts_a_second_driver_nor_loses_a_hand_
     """Every fencing fails once, too, and is tried again after its backoff."""
     scenario = SCENARIOS[name]
     job = scenario.start(flavour)
-    if name in EXITED:
-        assert job.driver is not None
-        job.driver.state = COMPLETED
     job.fence_fails = 1
     before = job.record.producers
     job.walk(scenario.wanted, crash_at)
