@@ -27,11 +27,12 @@ from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobStatus, Submitter
 from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.failures import reporting_failures
 from onceflow.control.fencing import fence_with_backoff, waiting_for_backoff
 from onceflow.control.graph import claim_topics
-from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
+from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj
 from onceflow.control.ownership import is_ours, refuse_unless_ours
+from onceflow.control.status_writer import StatusWriter
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
@@ -42,7 +43,6 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.input_reset import with_input_reset
 from onceflow.logic.pod_health import creation_refused, pods_problem
@@ -161,8 +161,9 @@ class SparkJobReconciler:
         Entry points, and module references only from modules the platform allows."""
         return operator_loader(self.policy.connector_modules)
 
-    def _status(self, obj: Obj) -> SparkJobStatus:
-        return SparkJobStatus.model_validate(obj.get("status") or {})
+    @property
+    def statuses(self) -> StatusWriter[SparkJobStatus]:
+        return StatusWriter(self.kube, PLURAL, SparkJobStatus, self.progress_deadline_s)
 
     def _write(
         self,
@@ -173,29 +174,22 @@ class SparkJobReconciler:
         message: str,
         degraded: bool = False,
     ) -> Obj:
-        generation = obj["metadata"].get("generation")
-        status = status.model_copy(
-            update={
-                "observed_generation": generation,
-                "conditions": set_conditions(
-                    status.conditions,
-                    ready=(ready, reason, message),
-                    progressing=(not ready and not degraded, reason, message),
-                    degraded=(degraded, reason, message if degraded else ""),
-                    now=now_rfc3339(),
-                    observed_generation=generation,
-                    deadline_s=self.progress_deadline_s,
-                ),
-            }
+        """A job's three conditions say one thing: ready, on its way (Progressing), or
+        stuck (Degraded), with one reason and message."""
+        statuses = self.statuses
+        return statuses.write(
+            obj,
+            statuses.with_conditions(
+                obj,
+                status,
+                ready=(ready, reason, message),
+                progressing=(not ready and not degraded, reason, message),
+                degraded=(degraded, reason, message if degraded else ""),
+            ),
         )
-        wire = status.to_wire()
-        if obj.get("status") == wire:
-            return obj
-        before = self._status(obj).conditions
-        return write_status(self.kube, PLURAL, obj, wire, before, status.conditions)
 
     def _degrade(self, obj: Obj, reason: str, message: str) -> Obj:
-        return self._write(obj, self._status(obj), False, reason, message, degraded=True)
+        return self._write(obj, self.statuses.read(obj), False, reason, message, degraded=True)
 
     def _observe(
         self, obj: Obj
@@ -226,7 +220,7 @@ class SparkJobReconciler:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         # A reset is applied only while the job is held, so no driver runs on settings
         # older than the reset recorded.
-        settings = with_input_reset(settings, self._status(obj).input_reset)
+        settings = with_input_reset(settings, self.statuses.read(obj).input_reset)
         assert pipeline is not None, "a job resolves only with its Pipeline"
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
@@ -268,7 +262,7 @@ class SparkJobReconciler:
         """What the plan is asked with: the job's status as last written, the driver
         object and the pods; and the driver's settings and object as they would be
         submitted now, with the sink's recorded previous prefix."""
-        job, status = run.job, self._status(run.obj)
+        job, status = run.job, self.statuses.read(run.obj)
         namespace, name = job.metadata.namespace, job.metadata.name
         kafka = job.spec.sink.kafka
         recorded, wanted, settings = None, None, run.settings
@@ -432,14 +426,7 @@ class SparkJobReconciler:
     ) -> Obj:
         """Records what becomes of a new spec.inputReset (``logic.input_reset``), with an
         event: the driver reads the reset in force from status from then on."""
-        obj = write_status(
-            self.kube,
-            PLURAL,
-            obj,
-            status.model_copy(update={"input_reset": outcome}).to_wire(),
-            status.conditions,
-            status.conditions,
-        )
+        obj = self.statuses.write(obj, status.model_copy(update={"input_reset": outcome}))
         refused = outcome.result is InputResetResult.REFUSED
         reason = "InputResetRefused" if refused else "InputReset"
         self.kube.event(obj, reason, f"{outcome.id}: {outcome.message}", warning=refused)
