@@ -128,6 +128,7 @@ STOP_FOR_P3 = StopDriver("sink partitions 2 -> 3: waiting for the old driver to 
         ({"settings_written": False}, WriteSettings(P2)),
         ({"settings_written": False, "spec": "b"}, WriteSettings(P2)),  # written first
         ({"spec": "b"}, Restart(P2)),
+        ({"driver": DriverSeen(None, "RUNNING")}, Restart(P2)),  # its start unknown
         ({"spec": "b", "wanted": P3}, STOP_FOR_P3),  # handed over first
         ({"driver": None}, WaitPreviousDriver(P2)),
         ({"driver": None, "previous_gone": True}, Submit(P2)),
@@ -180,7 +181,13 @@ def test_each_change_is_classified_by_its_most_severe_kind(
     desired: str,
     change: SpecChange,
 ) -> None:
-    assert classify_change(recorded, wanted, running, desired) is change
+    driver_runs = running is not None
+    assert classify_change(recorded, wanted, running, desired, driver_runs=driver_runs) is change
+
+
+def test_a_driver_whose_start_is_unknown_is_replaced() -> None:
+    """A driver object whose spec annotation was removed: nothing says what it runs."""
+    assert classify_change(P2, P2, None, "a", driver_runs=True) is SpecChange.RESTART
 
 
 # -- whole walks against a simulated job, crashing after every step ----------------------
@@ -364,7 +371,7 @@ class Job:
         if isinstance(step, (FenceSinkIds, FenceSink)):
             return self._fence_then_record(step, crashed)
         if isinstance(step, (RemoveDriver, StopDriver, Restart, DriverExited, SwitchSubmitter)):
-            return self._stop(step)
+            return self._stop(step, wanted)
         return self._towards_a_start(step, wanted)
 
     def _record(self, step: RecordInputReset | RecordState | RecordSink) -> None:
@@ -389,12 +396,16 @@ class Job:
         return True
 
     def _stop(
-        self, step: RemoveDriver | StopDriver | Restart | DriverExited | SwitchSubmitter
+        self,
+        step: RemoveDriver | StopDriver | Restart | DriverExited | SwitchSubmitter,
+        wanted: Wanted,
     ) -> bool:
         if isinstance(step, SwitchSubmitter):
             self.remove(self.other)
             self.other = None
             return False
+        if isinstance(step, RemoveDriver):
+            assert self.record.state == wanted.state, "the state is recorded before the driver goes"
         self.remove(self.driver)
         self.driver = None
         return self.flavour is Flavour.RUN  # a process is gone at once: the walk goes on
@@ -535,7 +546,28 @@ def _check_end(job: Job, scenario: Scenario, before: SinkProducers | None) -> No
         assert record.previous_prefix == before.prefix, "the renamed prefix is remembered"
 
 
-@pytest.mark.parametrize("crash_at", [None, *range(12)])
+CRASH_POINTS = 12
+"""Steps after which a walk crashes: more than the longest crash-free walk takes
+(``test_every_step_of_the_longest_walk_is_a_crash_point`` keeps it so)."""
+
+
+def _crash_free_steps(name: str, flavour: Flavour) -> int:
+    scenario = SCENARIOS[name]
+    job = scenario.start(flavour)
+    job.fence_fails = 1
+    return len(job.walk(scenario.wanted, None))
+
+
+def test_every_step_of_the_longest_walk_is_a_crash_point() -> None:
+    longest = max(
+        _crash_free_steps(name, flavour)
+        for name in SCENARIOS
+        for flavour in SCENARIOS[name].flavours
+    )
+    assert longest <= CRASH_POINTS, f"a walk of {longest} steps: raise CRASH_POINTS"
+
+
+@pytest.mark.parametrize("crash_at", [None, *range(CRASH_POINTS)])
 @pytest.mark.parametrize(
     ("name", "flavour"),
     [(name, flavour) for name in sorted(SCENARIOS) for flavour in SCENARIOS[name].flavours],
@@ -577,7 +609,7 @@ def test_each_kind_of_change_takes_its_own_way_to_the_new_driver(
     """No kind is rolled in place (``logic.spark_changes``): a restart replaces the
     driver with the same producers, a hand-over fences the old ones in between."""
     job = _running()(Flavour.OPERATOR)
-    assert classify_change(job.record.producers, wanted, "a", spec) is change
+    assert classify_change(job.record.producers, wanted, "a", spec, driver_runs=True) is change
     steps = job.walk(Wanted(RUNNING, spec, wanted), crash_at=None)
     assert [s for s in dict.fromkeys(steps) if s != "WriteSettings"] == taken
 

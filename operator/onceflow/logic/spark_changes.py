@@ -44,13 +44,17 @@ def classify_change(
     wanted: SinkProducers | None,
     running: object | None,
     desired: object,
+    *,
+    driver_runs: bool,
 ) -> SpecChange:
     """``recorded`` and ``wanted``: the sink's producers as recorded and as the spec
     asks (``wanted`` None: no exactly-once Kafka sink, nothing to hand over).
-    ``running``: what the running driver was started from (None: no driver runs, so
-    none needs replacing); ``desired``: what one would be started from now."""
+    ``running``: what the running driver was started from (None: unknown, as for a
+    driver object whose annotation someone removed, which is replaced since nothing
+    vouches for what it runs); ``desired``: what one would be started from now;
+    ``driver_runs``: whether a driver runs at all (none: nothing to replace)."""
     if wanted is not None and (recorded is None or not recorded.same_set(wanted)):
         return SpecChange.HAND_OVER
-    if running is not None and running != desired:
+    if driver_runs and running != desired:
         return SpecChange.RESTART
     return SpecChange.NONE

@@ -245,6 +245,7 @@ def next_spark_step(observed: SparkObservation) -> SparkStep:
         desired.producers,
         running.driver.spec if running.driver else None,
         desired.spec,
+        driver_runs=running.driver is not None,
     )
     if change is SpecChange.HAND_OVER:
         return _hand_over(observed)

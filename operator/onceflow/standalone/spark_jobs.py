@@ -232,6 +232,7 @@ class SparkJobSupervisor:
                 return self._submitted(step.sink)
             if not self._execute(step, now):
                 return None
+        self.say(f"{self.name}: no start after {MAX_STEPS} steps of its plan; looking again")
         return None
 
     def _execute(self, step: SparkStep, now: float) -> bool:
@@ -244,7 +245,9 @@ class SparkJobSupervisor:
         elif isinstance(step, RecordState):
             self.state, self.stop_fenced = step.state, False
             self.say(f"{self.name}: {SPARK_STATE_CHANGES[step.state][1]}")
-        elif isinstance(step, (RemoveDriver, StopDriver, Restart)):
+        elif isinstance(step, RemoveDriver):  # held: RecordState has said why
+            self.stop()
+        elif isinstance(step, (StopDriver, Restart)):
             self.say(f"{self.name}: settings changed; stopping the driver")
             self.stop()
         elif isinstance(step, FenceSinkIds):
