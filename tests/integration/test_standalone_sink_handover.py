@@ -49,7 +49,7 @@ def test_a_renamed_prefix_is_fenced_and_handed_to_the_driver(
         kafka_bootstrap, sink_transactional_id(old_prefix, "agg", 1), "out"
     )
 
-    settings = supervisor._hand_over_sink(now=0.0)
+    settings = supervisor._settings_to_start(now=0.0)
 
     assert settings is not None
     assert settings.previous_transactional_id_prefix == old_prefix

@@ -9,26 +9,40 @@ from __future__ import annotations
 from typing import Any
 
 from onceflow.api.connector import RecordingTransactionContext, SourceRecord, TaskContext
-from onceflow.connectors.postgres.cdc import CdcTask
 from onceflow.connectors.postgres.pgoutput import Commit
+from onceflow.connectors.postgres.settings import DEFAULTS
+from onceflow.connectors.postgres.snapshot_window import SnapshotWindow
+from onceflow.connectors.postgres.streaming_phase import BEFORE_ANYTHING, StreamingPhase
 
 
-def _task(per_commit: int, bound: int, txn: RecordingTransactionContext) -> CdcTask:
-    """A task past ``start``, with only what the boundary decisions read."""
-    task = CdcTask()
-    task.context = TaskContext(task_id=0, config={}, offsets=None, transactions=txn)  # type: ignore[arg-type]
-    task.per_commit, task.max_records = per_commit, bound
-    task.txns_since_boundary = task.records_since_boundary = task.txn_records = 0
-    task.held, task.txn, task.segments = None, None, []
-    task.emitted = task.committed = task.quiet = 0
-    return task
+def _task(per_commit: int, bound: int, txn: RecordingTransactionContext) -> StreamingPhase:
+    """A task's streaming phase as its start leaves it, with nothing delivered yet
+    uncommitted; no connection is opened before the first poll."""
+    context = TaskContext(task_id=0, config={}, offsets=None, transactions=txn)  # type: ignore[arg-type]
+    config = {
+        **DEFAULTS,
+        "slot": "s",
+        "transactionsPerCommit": per_commit,
+        "maxRecordsPerTransaction": bound,
+    }
+    return StreamingPhase(
+        context,
+        config,
+        None,  # type: ignore[arg-type]
+        "",
+        {"p": 0},
+        {},
+        SnapshotWindow([], []),
+        BEFORE_ANYTHING,
+        delivered=lambda: True,
+    )
 
 
-def _stream(task: CdcTask, sizes: list[int]) -> list[tuple[int, int, bool]]:
+def _stream(task: StreamingPhase, sizes: list[int]) -> list[tuple[int, int, bool]]:
     """Feeds database transactions of ``sizes`` records as ``_emit`` and ``Commit`` do;
     returns ``(transaction, record index, last of its transaction)`` of every record a
     commit was asked after."""
-    txn = task.context.transactions
+    txn = task.transactions
     assert isinstance(txn, RecordingTransactionContext)
     named: dict[int, tuple[int, int, bool]] = {}
     out: list[SourceRecord] = []

@@ -11,7 +11,7 @@ import pytest
 
 from onceflow.connectors.postgres import PostgresConnector
 from onceflow.connectors.postgres.catalog import Table
-from onceflow.connectors.postgres.cdc import change_documents
+from onceflow.connectors.postgres.change_records import change_documents
 from onceflow.connectors.postgres.pgoutput import (
     UNCHANGED_TOAST,
     Begin,

@@ -16,6 +16,15 @@ from onceflow.eos.fencing import FencingReport
 from onceflow.logic.fence_backoff import FenceFailures
 
 
+def waiting_for_backoff(recorded: FenceFailures, blocked: str, waiting_s: float) -> RetryLaterError:
+    """What a pass raises while the backoff ``recorded`` lasts (``waiting_s`` more)."""
+    return RetryLaterError(
+        f"fencing failed {recorded.count} time(s) in a row; {blocked} "
+        f"(retrying in {waiting_s:.0f}s)",
+        waiting_s,
+    )
+
+
 def fence_with_backoff(
     fence: Callable[[], FencingReport],
     recorded: FenceFailures,
@@ -32,11 +41,7 @@ def fence_with_backoff(
     The backoff counts from the failure, not from the attempt: a fence that timed out
     (30 s by default, a broker down) has outlived the first steps already."""
     if waiting := recorded.wait_s(clock()):
-        raise RetryLaterError(
-            f"fencing failed {recorded.count} time(s) in a row; {blocked} "
-            f"(retrying in {waiting:.0f}s)",
-            waiting,
-        )
+        raise waiting_for_backoff(recorded, blocked, waiting)
     with timed_fencing(kind):
         report = fence()
     if report.ok:

@@ -76,7 +76,10 @@ class OperatorConfig:
                 "ONCEFLOW_PEERING_LIFETIME_S", defaults.peering_lifetime_s
             ),
             fence_timeout_s=read.number("ONCEFLOW_FENCE_TIMEOUT_S", defaults.fence_timeout_s),
-            progress_deadline_s=read.number("ONCEFLOW_PROGRESS_DEADLINE_S", 600.0) or None,
+            progress_deadline_s=read.number(
+                "ONCEFLOW_PROGRESS_DEADLINE_S", defaults.progress_deadline_s or 0.0
+            )
+            or None,
             hanging_look_s=read.number("ONCEFLOW_HANGING_LOOK_S", defaults.hanging_look_s),
             hanging_after_s=read.number("ONCEFLOW_HANGING_AFTER_S", 0.0) or None,
             image=WorkloadImage.from_environment(environ),

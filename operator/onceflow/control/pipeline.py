@@ -16,14 +16,15 @@ from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.pipeline import PipelineStatus, RolloutStatus, WorkloadState, WorkloadStatus
 from onceflow.api.source import ExactlyOnceSupport, KafkaSource
 from onceflow.api.spark import KafkaDelivery, SparkJob
-from onceflow.api.status import Condition, ConditionStatus, ConditionType
+from onceflow.api.status import ConditionStatus, ConditionType
 from onceflow.connectors.registry import ConnectorLoader, operator_loader
-from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.failures import reporting_failures
 from onceflow.control.hanging_watch import Followed, HangingWatch
 from onceflow.control.kube import KubeClient, Obj, now_rfc3339
 from onceflow.control.operator_metrics import HangingCounts, RolloutSteps
+from onceflow.control.status_writer import StatusWriter
 from onceflow.control.workloads import invalid_workload, pipeline_client_settings
-from onceflow.logic.conditions import set_condition, set_conditions
+from onceflow.logic.conditions import set_condition
 from onceflow.logic.delivery_guarantee import (
     Guarantee,
     JobStage,
@@ -198,6 +199,10 @@ class PipelineReconciler:
     def connectors(self) -> ConnectorLoader:
         return operator_loader(self.policy.connector_modules)
 
+    @property
+    def statuses(self) -> StatusWriter[PipelineStatus]:
+        return StatusWriter(self.kube, PLURAL, PipelineStatus, self.progress_deadline_s)
+
     def _members(self, plural: str, namespace: str, name: str) -> list[Obj]:
         return [
             o
@@ -254,35 +259,30 @@ class PipelineReconciler:
     def _degrade(self, obj: Obj, reason: str, message: str) -> None:
         """A Pipeline that cannot be read (its spec fails the model) or reconciled: its
         rollout stays where it is, and status says why."""
-        status = {ACCEPTED_PREFIX: "", **(obj.get("status") or {})}
-        conditions = [Condition.model_validate(c) for c in status.get("conditions") or []]
-        generation = obj["metadata"].get("generation")
-        now = now_rfc3339()
-        updated = set_conditions(
-            conditions,
-            ready=(False, reason, message),
-            progressing=(False, reason, "blocked until the problem is fixed"),
-            degraded=(True, reason, message),
-            now=now,
-            observed_generation=generation,
+        statuses = self.statuses
+        status = statuses.read(obj)
+        status = statuses.blocked(
+            obj,
+            status.model_copy(
+                update={
+                    "accepted_transactional_id_prefix": status.accepted_transactional_id_prefix
+                    or ""
+                }
+            ),
+            reason,
+            message,
         )
         # What held before cannot be vouched for while the Pipeline is not reconciled.
-        updated = set_condition(
-            updated,
+        guarantee = set_condition(
+            status.conditions,
             ConditionType.DELIVERY_GUARANTEE,
             None,
             Guarantee.UNKNOWN.value,
             f"the Pipeline cannot be reconciled ({reason})",
-            now,
-            generation,
+            now_rfc3339(),
+            obj["metadata"].get("generation"),
         )
-        wire = {
-            **status,
-            "observedGeneration": generation,
-            "conditions": [c.to_wire() for c in updated],
-        }
-        if status != wire:
-            write_status(self.kube, PLURAL, obj, wire, conditions, updated)
+        statuses.write(obj, status.model_copy(update={"conditions": guarantee}))
 
     def _pass(self, obj: Obj) -> bool:
         pipeline = Pipeline.model_validate(obj)
@@ -317,46 +317,37 @@ class PipelineReconciler:
         decision = decide_rollout(current, pipeline.spec.exactly_once, workloads)
         target = pipeline.spec.exactly_once
         settled = decision.settled and decision.current is target
-        generation = obj["metadata"].get("generation")
-        now = now_rfc3339()
-        updated = status.model_copy(
-            update={
-                "observed_generation": generation,
-                "accepted_transactional_id_prefix": status.accepted_transactional_id_prefix or "",
-                "exactly_once": RolloutStatus(
-                    current=decision.current,
-                    target=target,
-                    step=decision.step,
-                    waiting_for=list(decision.waiting_for),
-                ),
-                "workloads": [
-                    WorkloadStatus(
-                        kind=w.kind,
-                        name=w.name,
-                        observed_mode=w.observed_mode,
-                        ready=w.ready,
-                        message=w.message,
-                    )
-                    for w in workloads
-                ],
-                "conditions": set_conditions(
-                    status.conditions,
-                    ready=(
-                        settled,
-                        "RolloutComplete" if settled else "RolloutInProgress",
-                        decision.detail,
+        updated = self.statuses.with_conditions(
+            obj,
+            status.model_copy(
+                update={
+                    "accepted_transactional_id_prefix": status.accepted_transactional_id_prefix
+                    or "",
+                    "exactly_once": RolloutStatus(
+                        current=decision.current,
+                        target=target,
+                        step=decision.step,
+                        waiting_for=list(decision.waiting_for),
                     ),
-                    progressing=(
-                        not settled,
-                        "RolloutInProgress" if not settled else "Stable",
-                        decision.detail,
-                    ),
-                    degraded=degraded,
-                    now=now,
-                    observed_generation=generation,
-                    deadline_s=self.progress_deadline_s,
-                ),
-            }
+                    "workloads": [
+                        WorkloadStatus(
+                            kind=w.kind,
+                            name=w.name,
+                            observed_mode=w.observed_mode,
+                            ready=w.ready,
+                            message=w.message,
+                        )
+                        for w in workloads
+                    ],
+                }
+            ),
+            ready=(settled, "RolloutComplete" if settled else "RolloutInProgress", decision.detail),
+            progressing=(
+                not settled,
+                "RolloutInProgress" if not settled else "Stable",
+                decision.detail,
+            ),
+            degraded=degraded,
         )
         verdict = judge_delivery(
             decision.current,
@@ -371,15 +362,12 @@ class PipelineReconciler:
             verdict.guarantee is Guarantee.EXACTLY_ONCE if known else None,
             verdict.guarantee.value,
             verdict.message,
-            now,
-            generation,
+            now_rfc3339(),
+            updated.observed_generation,
         )
-        updated = updated.model_copy(update={"conditions": conditions})
-        wire = updated.to_wire()
-        if obj.get("status") != wire:
-            obj = write_status(self.kube, PLURAL, obj, wire, status.conditions, updated.conditions)
-            if decision.advanced:
-                self.kube.event(obj, "RolloutStep", decision.detail)
+        written = self.statuses.write(obj, updated.model_copy(update={"conditions": conditions}))
+        if written is not obj and decision.advanced:  # a write: the step is news
+            self.kube.event(written, "RolloutStep", decision.detail)
         where = (pipeline.metadata.namespace, pipeline.metadata.name)
         self.rollout_steps.passed(where, current, decision)
         return settled

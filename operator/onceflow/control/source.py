@@ -37,11 +37,12 @@ from onceflow.connectors.checks import (
 )
 from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.failures import reporting_failures, write_status
+from onceflow.control.failures import reporting_failures
 from onceflow.control.fencing import fence_with_backoff
 from onceflow.control.graph import claim_topics
-from onceflow.control.kube import KubeClient, Obj, now_rfc3339
+from onceflow.control.kube import KubeClient, Obj
 from onceflow.control.operator_metrics import generation_planned
+from onceflow.control.status_writer import StatusWriter
 from onceflow.control.workloads import (
     KAFKA_SETTING_REFUSED,
     current_mode,
@@ -61,7 +62,6 @@ from onceflow.eos.offset_changes import (
 )
 from onceflow.eos.offsets import carry_offsets, ensure_offsets_topic, read_offsets
 from onceflow.logic.client_keys import refusal_message, refused_secret_keys
-from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
 from onceflow.logic.generations import GenerationRecord, OffsetsOutcome
 from onceflow.logic.pod_health import pods_problem
@@ -161,6 +161,10 @@ class SourceReconciler:
         """Entry points, and module references only from modules the platform allows."""
         return operator_loader(self.policy.connector_modules)
 
+    @property
+    def statuses(self) -> StatusWriter[KafkaSourceStatus]:
+        return StatusWriter(self.kube, PLURAL, KafkaSourceStatus, self.progress_deadline_s)
+
     # -- observe and validate -------------------------------------------------------
 
     def _desired(self, obj: Obj) -> tuple[KafkaSource, Pipeline, DesiredTasks]:
@@ -190,41 +194,6 @@ class SourceReconciler:
 
     # -- record ---------------------------------------------------------------------
 
-    def _write(self, obj: Obj, status: KafkaSourceStatus) -> Obj:
-        wire = status.to_wire()
-        if obj.get("status") == wire:
-            return obj
-        before = self._status(obj).conditions
-        return write_status(self.kube, PLURAL, obj, wire, before, status.conditions)
-
-    def _status(self, obj: Obj) -> KafkaSourceStatus:
-        return KafkaSourceStatus.model_validate(obj.get("status") or {})
-
-    def _conditions(
-        self,
-        obj: Obj,
-        status: KafkaSourceStatus,
-        *,
-        ready: tuple[bool, str, str],
-        progressing: tuple[bool, str, str],
-        degraded: tuple[bool, str, str],
-    ) -> KafkaSourceStatus:
-        generation = obj["metadata"].get("generation")
-        return status.model_copy(
-            update={
-                "observed_generation": generation,
-                "conditions": set_conditions(
-                    status.conditions,
-                    ready=ready,
-                    progressing=progressing,
-                    degraded=degraded,
-                    now=now_rfc3339(),
-                    observed_generation=generation,
-                    deadline_s=self.progress_deadline_s,
-                ),
-            }
-        )
-
     def _degrade(
         self,
         obj: Obj,
@@ -232,14 +201,10 @@ class SourceReconciler:
         message: str,
         amend: Callable[[KafkaSourceStatus], KafkaSourceStatus] = lambda status: status,
     ) -> Obj:
-        status = self._conditions(
-            obj,
-            amend(self._status(obj)),
-            ready=(False, reason, message),
-            progressing=(False, reason, "blocked until the problem is fixed"),
-            degraded=(True, reason, message),
+        statuses = self.statuses
+        return statuses.write(
+            obj, statuses.blocked(obj, amend(statuses.read(obj)), reason, message)
         )
-        return self._write(obj, status)
 
     # -- the pass -------------------------------------------------------------------
 
@@ -247,7 +212,7 @@ class SourceReconciler:
         name = obj["metadata"]["name"]
         prefix = pipeline.transactional_id_prefix
         return record_from_status(
-            self._status(obj),
+            self.statuses.read(obj),
             lambda count: legacy_task_transactional_ids(prefix, name, count),
             obj["spec"].get("offsetsTopic") or f"{prefix}-{name}-offsets",
         )
@@ -279,7 +244,7 @@ class SourceReconciler:
                 record,
                 desired.generation,
                 Observed(workers_from_pods(pods), template),
-                fence_failures(self._status(obj)),
+                fence_failures(self.statuses.read(obj)),
                 time.time(),
             )
             if isinstance(step, Keep):
@@ -292,7 +257,7 @@ class SourceReconciler:
         if acted:
             # Steps ran (the pods were listed after them): the status is read afresh.
             obj = self.kube.get(PLURAL, namespace, name) or obj
-        retention = self._retention(source, self._status(obj).retention)
+        retention = self._retention(source, self.statuses.read(obj).retention)
         return self._record_outcome(obj, pods, record, retention)
 
     def _execute(
@@ -490,11 +455,11 @@ class SourceReconciler:
         )
         if old is None or old.generation != record.generation:
             generation_planned()
-        obj = self._write(
+        obj = self.statuses.write(
             obj,
-            self._conditions(
+            self.statuses.with_conditions(
                 obj,
-                status_with_record(self._status(obj), record),
+                status_with_record(self.statuses.read(obj), record),
                 ready=(False, "GenerationPlanned", planned),
                 progressing=(True, "GenerationPlanned", planned),
                 degraded=(False, "Healthy", ""),
@@ -508,12 +473,12 @@ class SourceReconciler:
         on, the generation's tasks pause or end by it, whatever the operator does next."""
         reason, message = STATE_CHANGES[record.state]
         message = f"generation {record.generation}: {message}"
-        status = status_with_record(self._status(obj), record)
+        status = status_with_record(self.statuses.read(obj), record)
         if record.state is not WorkloadState.STOPPED:
             status = status.model_copy(update={"offsets": None})  # they move again
-        obj = self._write(
+        obj = self.statuses.write(
             obj,
-            self._conditions(
+            self.statuses.with_conditions(
                 obj,
                 status,
                 ready=(False, reason, message),
@@ -531,21 +496,21 @@ class SourceReconciler:
         as they now are, when it was applied); the conditions are the next outcome's."""
         outcome = record.offsets_change
         assert outcome is not None
-        status = status_with_record(self._status(obj), record)
+        status = status_with_record(self.statuses.read(obj), record)
         if offsets is not None:
             status = status.model_copy(update={"offsets": offsets})
-        obj = self._write(obj, status)
+        obj = self.statuses.write(obj, status)
         reason = OFFSETS_CHANGE_EVENTS[outcome.result]
         refused = outcome.result is OffsetsChangeResult.REFUSED
         self.kube.event(obj, reason, f"{outcome.id}: {outcome.message}", warning=refused)
         return obj
 
     def _wait(self, obj: Obj, reason: str, message: str) -> None:
-        self._write(
+        self.statuses.write(
             obj,
-            self._conditions(
+            self.statuses.with_conditions(
                 obj,
-                self._status(obj),
+                self.statuses.read(obj),
                 ready=(False, reason, message),
                 progressing=(True, reason, message),
                 degraded=(False, reason, ""),
@@ -574,11 +539,11 @@ class SourceReconciler:
                 extra=extra,
             )
             self.kube.event(obj, "OffsetsCarried", f"{copied} offset(s) from {old} to {new}")
-        fenced = status_with_record(self._status(obj), step.then)
+        fenced = status_with_record(self.statuses.read(obj), step.then)
         if step.then.stopped:
             offsets = self._stopped_offsets(obj, desired, step.then)
             fenced = fenced.model_copy(update={"offsets": offsets})
-        return self._write(obj, with_fence_failures(fenced, None))
+        return self.statuses.write(obj, with_fence_failures(fenced, None))
 
     def _stopped_offsets(
         self, obj: Obj, desired: DesiredTasks, record: GenerationRecord
@@ -611,7 +576,7 @@ class SourceReconciler:
         """Fences ``ids`` within the backoff this source's status records."""
         return fence_with_backoff(
             lambda: self.fence(bootstrap_servers, ids, extra=extra, timeout_s=self.fence_timeout_s),
-            fence_failures(self._status(obj)),
+            fence_failures(self.statuses.read(obj)),
             lambda message, failures: self._degrade(
                 obj,
                 "FencingFailed",
@@ -652,7 +617,7 @@ class SourceReconciler:
         record: GenerationRecord,
         retention: RetentionStatus | None,
     ) -> bool:
-        status = self._status(latest)
+        status = self.statuses.read(latest)
         tasks = task_statuses(pods, record.generation)
         ready = sum(1 for t in tasks if t.ready)
         count = record.task_count
@@ -677,7 +642,7 @@ class SourceReconciler:
         # A task that keeps failing (a broker it cannot reach, a refusal) says why in its
         # pod; it becomes the source's Degraded reason instead of a bare "1/3 running".
         trouble = pods_problem(current, datetime.now(UTC))
-        status = self._conditions(
+        status = self.statuses.with_conditions(
             latest,
             status,
             ready=(all_ready, reason, message),
@@ -688,7 +653,7 @@ class SourceReconciler:
                 else retention_condition(retention)
             ),
         )
-        self._write(latest, status)
+        self.statuses.write(latest, status)
         return all_ready
 
     def _fencing_on_deletion(self, obj: Obj) -> tuple[Pipeline, dict[str, str]] | str:
@@ -724,7 +689,7 @@ class SourceReconciler:
                     f"{fencing}, so its ids cannot be fenced: waiting until the task pods are gone",
                     5.0,
                 )
-            unfenced = ", ".join(self._status(obj).transactional_ids or []) or "none recorded"
+            unfenced = ", ".join(self.statuses.read(obj).transactional_ids or []) or "none recorded"
             self.kube.event(
                 obj,
                 "DeletedUnfenced",

@@ -3,14 +3,17 @@ operator's SparkApplication, or with ``submitter: spark-submit`` a Job whose pod
 the driver -- for the pipeline's current mode, and reports the mode back so the
 rollout can gate on it (DESIGN 3.3, 3.4).
 
-A change of the Kafka sink's partition count or of its transactional-id prefix hands
-the sink to a new set of producers: the running application is deleted, the old ids
-are fenced, and only then is the new application created (``logic.sink_handover``).
+A pass observes once (the job, its Pipeline, the driver's settings), then walks the
+SparkJob plan (``logic.spark_plan``): look at the status, the driver object and the
+pods, ask the plan for the next step, execute it, until a step must wait (RetryLater)
+or the driver runs as the spec asks. Every decision -- a state, an input reset, a
+sink handover, a restart, a submit -- is the plan's; this module only acts.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,16 +22,17 @@ from kubernetes.client.exceptions import ApiException
 
 from onceflow.api import ExactlyOnceMode, Pipeline
 from onceflow.api.driver import SparkJobSettings
-from onceflow.api.input_reset import InputResetResult
+from onceflow.api.input_reset import InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState, effective_state
-from onceflow.api.spark import SparkJob, SparkJobStatus
+from onceflow.api.spark import SparkJob, SparkJobStatus, Submitter
 from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
-from onceflow.control.failures import reporting_failures, write_status
-from onceflow.control.fencing import fence_with_backoff
+from onceflow.control.failures import reporting_failures
+from onceflow.control.fencing import fence_with_backoff, waiting_for_backoff
 from onceflow.control.graph import claim_topics
-from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj, now_rfc3339
+from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj
 from onceflow.control.ownership import is_ours, refuse_unless_ours
+from onceflow.control.status_writer import StatusWriter
 from onceflow.control.workloads import (
     current_mode,
     find_pipeline,
@@ -39,18 +43,31 @@ from onceflow.control.workloads import (
     where_in,
 )
 from onceflow.eos.fencing import FencingReport, fence_transactional_ids
-from onceflow.logic.conditions import set_conditions
 from onceflow.logic.fence_backoff import fence_failures, with_fence_failures
-from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
+from onceflow.logic.input_reset import with_input_reset
 from onceflow.logic.pod_health import creation_refused, pods_problem
 from onceflow.logic.query_progress import driver_progress
 from onceflow.logic.resolve import resolve_spark_job, transform_code_problem
-from onceflow.logic.sink_handover import (
-    KeepSink,
-    RecordSink,
-    SinkProducers,
-    StopDriver,
-    sink_handover,
+from onceflow.logic.sink_handover import FenceSink, RecordSink, SinkProducers, StopDriver
+from onceflow.logic.spark_plan import (
+    COMPLETED,
+    BackOff,
+    DriverExited,
+    DriverSeen,
+    DriverStep,
+    Keep,
+    RecordInputReset,
+    Restart,
+    SettlingStep,
+    SparkDesired,
+    SparkObservation,
+    SparkRecord,
+    SparkRunning,
+    Submit,
+    SwitchSubmitter,
+    WaitPreviousDriver,
+    WriteSettings,
+    next_spark_step,
 )
 from onceflow.logic.spark_state import (
     SPARK_STATE_CHANGES,
@@ -58,9 +75,7 @@ from onceflow.logic.spark_state import (
     HeldStill,
     RecordState,
     RemoveDriver,
-    Run,
     WaitPodsGone,
-    spark_state_step,
 )
 from onceflow.logic.tenant_policy import TenantPolicy
 from onceflow.logic.topic_ownership import CHECKPOINT_CONFLICT
@@ -83,6 +98,50 @@ PLURAL = "sparkjobs"
 # Drivers stop their query and executors on SIGTERM within seconds; the checkpoint
 # makes a hard stop after that safe.
 SPARK_POD_GRACE_S = 30
+# The longest pass is seven steps (reset, state, sink, settings, previous driver gone,
+# submit, keep); the bound catches a plan that never settles.
+MAX_STEPS_PER_PASS = 12
+# What waits while fencing fails, as the Degraded message says it.
+HELD_UNTIL_FENCED = "the job is held still once its sink's ids are fenced"
+STOPPED_UNTIL_FENCED = "the application stays stopped until fencing succeeds"
+
+
+@dataclass
+class _Pass:
+    """One pass over a job: what it observed once, and what it did since that no
+    record holds (a new pass looks again)."""
+
+    obj: Obj
+    job: SparkJob
+    pipeline: Pipeline
+    mode: ExactlyOnceMode
+    settings: SparkJobSettings
+    submission: Submission
+    application: Obj | None
+    other_submitter: Submitter | None = None
+    settings_written: bool = False
+    previous_gone: bool = False
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One look within a pass: the plan's observation, and what its steps act with."""
+
+    status: SparkJobStatus
+    settings: SparkJobSettings
+    """The driver's, with the sink's recorded previous prefix."""
+    desired: Obj
+    """The driver object as it would be submitted now."""
+    pods: list[Obj]
+    observation: SparkObservation
+
+
+def _spec_hash(driver: Obj) -> str | None:
+    return ((driver.get("metadata") or {}).get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
+
+
+def _blocked(fence: FenceSinkIds | FenceSink) -> str:
+    return HELD_UNTIL_FENCED if isinstance(fence, FenceSinkIds) else STOPPED_UNTIL_FENCED
 
 
 @dataclass
@@ -102,8 +161,9 @@ class SparkJobReconciler:
         Entry points, and module references only from modules the platform allows."""
         return operator_loader(self.policy.connector_modules)
 
-    def _status(self, obj: Obj) -> SparkJobStatus:
-        return SparkJobStatus.model_validate(obj.get("status") or {})
+    @property
+    def statuses(self) -> StatusWriter[SparkJobStatus]:
+        return StatusWriter(self.kube, PLURAL, SparkJobStatus, self.progress_deadline_s)
 
     def _write(
         self,
@@ -114,29 +174,22 @@ class SparkJobReconciler:
         message: str,
         degraded: bool = False,
     ) -> Obj:
-        generation = obj["metadata"].get("generation")
-        status = status.model_copy(
-            update={
-                "observed_generation": generation,
-                "conditions": set_conditions(
-                    status.conditions,
-                    ready=(ready, reason, message),
-                    progressing=(not ready and not degraded, reason, message),
-                    degraded=(degraded, reason, message if degraded else ""),
-                    now=now_rfc3339(),
-                    observed_generation=generation,
-                    deadline_s=self.progress_deadline_s,
-                ),
-            }
+        """A job's three conditions say one thing: ready, on its way (Progressing), or
+        stuck (Degraded), with one reason and message."""
+        statuses = self.statuses
+        return statuses.write(
+            obj,
+            statuses.with_conditions(
+                obj,
+                status,
+                ready=(ready, reason, message),
+                progressing=(not ready and not degraded, reason, message),
+                degraded=(degraded, reason, message if degraded else ""),
+            ),
         )
-        wire = status.to_wire()
-        if obj.get("status") == wire:
-            return obj
-        before = self._status(obj).conditions
-        return write_status(self.kube, PLURAL, obj, wire, before, status.conditions)
 
     def _degrade(self, obj: Obj, reason: str, message: str) -> Obj:
-        return self._write(obj, self._status(obj), False, reason, message, degraded=True)
+        return self._write(obj, self.statuses.read(obj), False, reason, message, degraded=True)
 
     def _observe(
         self, obj: Obj
@@ -167,7 +220,7 @@ class SparkJobReconciler:
             settings = settings.model_copy(update={"transform_code_digest": digest(files)})
         # A reset is applied only while the job is held, so no driver runs on settings
         # older than the reset recorded.
-        settings = with_input_reset(settings, self._status(obj).input_reset)
+        settings = with_input_reset(settings, self.statuses.read(obj).input_reset)
         assert pipeline is not None, "a job resolves only with its Pipeline"
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
@@ -188,61 +241,149 @@ class SparkJobReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         obj, job, pipeline, mode, settings = self._observe(obj)
-        name = job.metadata.name
         submission = submission_of(job)
         application = self._get(submission, job)
-        obj = self._input_reset(obj, job, pipeline, settings)  # before a resume reads it
-        obj, held = self._hold(obj, job, pipeline, mode, application)
-        if held is not None:
-            return held
-        status = self._status(obj)
+        run = _Pass(obj, job, pipeline, mode, settings, submission, application)
         if application is None:
             # Only before creating its own driver object can another submitter's exist.
-            self._remove_other_submissions(obj, job, status)
+            run.other_submitter = self._other_submitter(job)
+        for _ in range(MAX_STEPS_PER_PASS):
+            seen = self._look(run)
+            step = next_spark_step(seen.observation)
+            if isinstance(step, DriverStep):
+                settled = self._drive(run, seen, step)
+            else:
+                settled = self._execute(run, seen, step)
+            if settled is not None:
+                return settled
+        raise RetryLaterError(f"no steady state after {MAX_STEPS_PER_PASS} steps")
+
+    def _look(self, run: _Pass) -> _Seen:
+        """What the plan is asked with: the job's status as last written, the driver
+        object and the pods; and the driver's settings and object as they would be
+        submitted now, with the sink's recorded previous prefix."""
+        job, status = run.job, self.statuses.read(run.obj)
+        namespace, name = job.metadata.namespace, job.metadata.name
         kafka = job.spec.sink.kafka
-        if kafka is None:
-            status = with_fence_failures(status, None)  # no handover waits for fencing
-        else:
-            wanted = SinkProducers(pipeline.transactional_id_prefix, kafka.partitions)
-            obj, status, producers = self._hand_over_sink(
-                obj, job, pipeline, status, application, wanted
-            )
-            settings = settings.model_copy(
-                update={"previous_transactional_id_prefix": producers.previous_prefix}
-            )
-        self.kube.put_configmap(job_configmap(job, settings))
-        desired = submission.render(job, settings, self.image, self.spark_version)
-        kind = desired["kind"]
-        applied_hash = ((application or {}).get("metadata", {}).get("annotations") or {}).get(
-            SPEC_HASH_ANNOTATION
+        recorded, wanted, settings = None, None, run.settings
+        if kafka is not None:
+            recorded = recorded_sink(status, self._legacy_prefix(job, status, run.pipeline))
+            wanted = SinkProducers(run.pipeline.transactional_id_prefix, kafka.partitions)
+            previous = recorded.previous_prefix if recorded else None
+            settings = settings.model_copy(update={"previous_transactional_id_prefix": previous})
+        desired = run.submission.render(job, settings, self.image, self.spark_version)
+        pods = self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={name}")
+        application = run.application
+        observation = SparkObservation(
+            job=name,
+            desired=SparkDesired(
+                state=effective_state(run.pipeline.spec.state, job.spec.state),
+                spec=_spec_hash(desired),
+                producers=wanted,
+                sink=job.spec.sink,
+                topics=tuple(settings.topics),
+                input_reset=job.spec.input_reset,
+                available_now=job.spec.trigger.available_now,
+            ),
+            record=SparkRecord(
+                state=status.state,
+                stop_fenced=bool(status.stop_fenced),
+                producers=recorded,
+                input_reset=status.input_reset,
+                fence_wait_s=fence_failures(status).wait_s(time.time()),
+            ),
+            running=SparkRunning(
+                driver=(
+                    None
+                    if application is None
+                    else DriverSeen(_spec_hash(application), run.submission.state(application))
+                ),
+                pods=bool(pods),
+                other_submission=run.other_submitter is not None,
+                settings_written=run.settings_written,
+                previous_gone=run.previous_gone,
+            ),
         )
-        if (
-            application is not None
-            and applied_hash != desired["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
-        ):
+        return _Seen(status, settings, desired, pods, observation)
+
+    def _execute(self, run: _Pass, seen: _Seen, step: SettlingStep) -> bool | None:
+        """Runs a step of the input reset, the state or the sink handover; answers
+        whether the job settled when the pass ends here (None: it goes on). A step
+        that waits raises RetryLater."""
+        job, status = run.job, seen.status
+        if isinstance(step, RecordInputReset):
+            run.obj = self._record_input_reset(run.obj, status, step.outcome)
+        elif isinstance(step, RecordState):
+            reason, message = SPARK_STATE_CHANGES[step.state]
+            status = status.model_copy(update={"state": step.state, "stop_fenced": False})
+            run.obj = self._write(run.obj, status, False, reason, message)
+            self.kube.event(run.obj, reason, message)
+        elif isinstance(step, RemoveDriver):
+            self._delete(run.submission, job)
+            state = seen.observation.desired.state
+            message = f"{state}: the driver is being removed; the checkpoint stays"
+            self._write(run.obj, status, False, "RemovingDriver", message)
+            raise RetryLaterError(message)
+        elif isinstance(step, WaitPodsGone):
+            self._wait_until_previous_pods_are_gone(run.obj, job, status)
+        elif isinstance(step, FenceSinkIds):
+            run.obj = self._fence_held(run.obj, run.pipeline, status, step.ids)
+        elif isinstance(step, HeldStill):
+            self._write_held(run, seen)
+            return True
+        elif isinstance(step, BackOff):
+            raise waiting_for_backoff(fence_failures(status), _blocked(step.fence), step.delay_s)
+        elif isinstance(step, SwitchSubmitter):
+            self._switch_submitter(run, status)
+        else:
+            run.obj = self._hand_over_sink(run, status, step)
+        return None
+
+    def _drive(self, run: _Pass, seen: _Seen, step: DriverStep) -> bool | None:
+        """Runs a step once the sink is settled: writes what keeps, replaces or starts
+        the driver, with the status naming the sink's producers."""
+        job, kind, mode = run.job, seen.desired["kind"], run.mode
+        status = with_fence_failures(
+            seen.status if step.sink is None else with_sink(seen.status, step.sink), None
+        )
+        if isinstance(step, WriteSettings):
+            self.kube.put_configmap(job_configmap(job, seen.settings))
+            run.settings_written = True
+        elif isinstance(step, Restart):
             # Replace by delete-then-create: the new object starts with no status, so an
             # old RUNNING state can never be mistaken for the new mode running.
-            self._delete(submission, job)
+            self._delete(run.submission, job)
             message = f"restarting the {kind} for mode {mode}"
-            self._write(obj, status, False, "Restarting", message)
+            self._write(run.obj, status, False, "Restarting", message)
             raise RetryLaterError(message)
-        if application is None:
-            self._wait_until_previous_pods_are_gone(obj, job, status)
-            application = self._create(submission, desired)
-            self.kube.event(obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
-        state = submission.state(application)
-        running = state == "RUNNING"
-        # An availableNow run that drained its input and stopped ran in this mode too.
-        completed = state == "COMPLETED"
-        if completed and not job.spec.trigger.available_now:
+        elif isinstance(step, WaitPreviousDriver):
+            self._wait_until_previous_pods_are_gone(run.obj, job, status)
+            run.previous_gone = True
+        elif isinstance(step, Submit):
+            run.application = self._create(run.submission, seen.desired)
+            self.kube.event(run.obj, "ApplicationSubmitted", f"{kind} for mode {mode}")
+        elif isinstance(step, DriverExited):
             # A streaming query runs until stopped, so its driver exited (a graceful stop,
             # which spark-submit's Job takes as done): its checkpoint resumes it.
-            self._delete(submission, job)
+            self._delete(run.submission, job)
             message = f"the {kind}'s driver exited; restarting it from its checkpoint"
-            self.kube.event(obj, "DriverExited", message, warning=True)
-            self._write(obj, status, False, "Restarting", message)
+            self.kube.event(run.obj, "DriverExited", message, warning=True)
+            self._write(run.obj, status, False, "Restarting", message)
             raise RetryLaterError(message)
-        pods = self.kube.list_pods(job.metadata.namespace, f"{LABEL_SPARKJOB}={name}")
+        else:
+            assert isinstance(step, Keep)
+            return self._report(run, seen, status)
+        return None
+
+    def _report(self, run: _Pass, seen: _Seen, status: SparkJobStatus) -> bool:
+        """Writes the driver's state; answers whether the job settled (its driver
+        running or, for an availableNow run, completed)."""
+        assert run.application is not None, "kept only while a driver object exists"
+        kind, mode, pods = seen.desired["kind"], run.mode, seen.pods
+        state = run.submission.state(run.application)
+        running = state == "RUNNING"
+        # An availableNow run that drained its input and stopped ran in this mode too.
+        completed = state == COMPLETED
         status = status.model_copy(
             update={
                 "application_state": state,
@@ -252,7 +393,7 @@ class SparkJobReconciler:
         )
         failed = state in ("FAILED", "SUBMISSION_FAILED")
         message = f"{kind} {state or 'submitted'} (mode {mode})"
-        reason = {"RUNNING": "Running", "COMPLETED": "Completed"}.get(
+        reason = {"RUNNING": "Running", COMPLETED: "Completed"}.get(
             state or "", "ApplicationFailed" if failed else "Starting"
         )
         # A driver that keeps exiting, an executor no node takes: the application may
@@ -260,90 +401,32 @@ class SparkJobReconciler:
         trouble = None if completed else pods_problem(pods, datetime.now(UTC))
         if trouble is None and not completed and not pods:
             trouble = creation_refused(
-                f"{kind} {application['metadata']['name']}", self.kube.events_of(application)
+                f"{kind} {run.application['metadata']['name']}",
+                self.kube.events_of(run.application),
             )
         if trouble is not None:
-            self._write(obj, status, False, trouble.reason, trouble.message, degraded=True)
+            self._write(run.obj, status, False, trouble.reason, trouble.message, degraded=True)
             return False
-        self._write(obj, status, running or completed, reason, message, degraded=failed)
+        self._write(run.obj, status, running or completed, reason, message, degraded=failed)
         return running or completed
 
-    def _hold(
-        self,
-        obj: Obj,
-        job: SparkJob,
-        pipeline: Pipeline,
-        mode: ExactlyOnceMode,
-        application: Obj | None,
-    ) -> tuple[Obj, bool | None]:
-        """Walks ``logic.spark_state`` up to ``Run`` (None: the usual pass goes on) or a
-        job held still (True), with the object as last written. Every state is recorded
-        before the driver is touched."""
-        namespace, name = job.metadata.namespace, job.metadata.name
-        desired = effective_state(pipeline.spec.state, job.spec.state)
-        for _ in range(4):  # record, fence, held: the longest walk within one pass
-            status = self._status(obj)
-            recorded = recorded_sink(status, pipeline.transactional_id_prefix)
-            step = spark_state_step(
-                desired,
-                status.state,
-                bool(status.stop_fenced),
-                driver=application is not None,
-                pods=bool(self.kube.list_pods(namespace, f"{LABEL_SPARKJOB}={name}")),
-                sink_ids=recorded.ids(name) if recorded and job.spec.sink.kafka else (),
-            )
-            if isinstance(step, Run):
-                return obj, None
-            if isinstance(step, RecordState):
-                reason, message = SPARK_STATE_CHANGES[step.state]
-                status = status.model_copy(update={"state": step.state, "stop_fenced": False})
-                obj = self._write(obj, status, False, reason, message)
-                self.kube.event(obj, reason, message)
-            elif isinstance(step, RemoveDriver):
-                self._delete(submission_of(job), job)
-                message = f"{desired}: the driver is being removed; the checkpoint stays"
-                self._write(obj, status, False, "RemovingDriver", message)
-                raise RetryLaterError(message)
-            elif isinstance(step, WaitPodsGone):
-                self._wait_until_previous_pods_are_gone(obj, job, status)
-            elif isinstance(step, FenceSinkIds):
-                obj = self._fence_held(obj, pipeline, status, step.ids)
-            else:
-                assert isinstance(step, HeldStill)
-                # Nothing runs, so no mode is broken: it resumes in the Pipeline's.
-                held = status.model_copy(update={"observed_mode": mode, "application_state": None})
-                reason = "Stopped" if desired is WorkloadState.STOPPED else "Paused"
-                message = (
-                    f"{desired}: no driver runs, the checkpoint is kept and the sink's "
-                    "transactional ids are fenced; set spec.state: running to resume"
-                )
-                return self._write(obj, held, True, reason, message), True
-        raise RetryLaterError("the job's state did not settle within one pass")
+    def _write_held(self, run: _Pass, seen: _Seen) -> None:
+        # Nothing runs, so no mode is broken: it resumes in the Pipeline's.
+        held = seen.status.model_copy(update={"observed_mode": run.mode, "application_state": None})
+        desired = seen.observation.desired.state
+        reason = "Stopped" if desired is WorkloadState.STOPPED else "Paused"
+        message = (
+            f"{desired}: no driver runs, the checkpoint is kept and the sink's "
+            "transactional ids are fenced; set spec.state: running to resume"
+        )
+        self._write(run.obj, held, True, reason, message)
 
-    def _input_reset(
-        self, obj: Obj, job: SparkJob, pipeline: Pipeline, settings: SparkJobSettings
+    def _record_input_reset(
+        self, obj: Obj, status: SparkJobStatus, outcome: InputResetStatus
     ) -> Obj:
         """Records what becomes of a new spec.inputReset (``logic.input_reset``), with an
         event: the driver reads the reset in force from status from then on."""
-        status = self._status(obj)
-        outcome = input_reset_outcome(
-            job.spec.input_reset,
-            status.input_reset,
-            effective_state(pipeline.spec.state, job.spec.state),
-            status.state is WorkloadState.STOPPED and bool(status.stop_fenced),
-            job.spec.sink,
-            settings.topics,
-        )
-        if outcome is None:
-            return obj
-        obj = write_status(
-            self.kube,
-            PLURAL,
-            obj,
-            status.model_copy(update={"input_reset": outcome}).to_wire(),
-            status.conditions,
-            status.conditions,
-        )
+        obj = self.statuses.write(obj, status.model_copy(update={"input_reset": outcome}))
         refused = outcome.result is InputResetResult.REFUSED
         reason = "InputResetRefused" if refused else "InputReset"
         self.kube.event(obj, reason, f"{outcome.id}: {outcome.message}", warning=refused)
@@ -353,9 +436,7 @@ class SparkJobReconciler:
         self, obj: Obj, pipeline: Pipeline, status: SparkJobStatus, ids: tuple[str, ...]
     ) -> Obj:
         if ids:
-            self._fence_sink(
-                obj, pipeline, status, ids, "the job is held still once its sink's ids are fenced"
-            )
+            self._fence_sink(obj, pipeline, status, ids, HELD_UNTIL_FENCED)
         fenced = with_fence_failures(status, None).model_copy(update={"stop_fenced": True})
         return self._write(obj, fenced, False, "SinkFenced", "the sink's ids are fenced")
 
@@ -465,20 +546,26 @@ class SparkJobReconciler:
             propagation=submission.propagation,
         )
 
-    def _remove_other_submissions(self, obj: Obj, job: SparkJob, status: SparkJobStatus) -> None:
-        """A changed ``spec.submitter`` stops the old driver before the new one starts.
-        Another submitter's object of the job's name that is not the job's is none of
-        its business (another team's SparkApplication): it is left alone."""
+    def _other_submitter(self, job: SparkJob) -> Submitter | None:
+        """The other ``spec.submitter`` whose driver object of the job exists: a
+        changed submitter stops the old driver before the new one starts. Another
+        submitter's object of the job's name that is not the job's is none of its
+        business (another team's SparkApplication): it is left alone."""
         for submitter, other in SUBMISSIONS.items():
             if submitter is job.spec.submitter:
                 continue
             found = self._find(other, job)
-            if found is None or not is_ours(found, job.kind, job.metadata.name):
-                continue
-            self._delete(other, job)
-            message = f"switching to {job.spec.submitter}: waiting for the {submitter} driver"
-            self._write(obj, status, False, "SwitchingSubmitter", message)
-            raise RetryLaterError(message)
+            if found is not None and is_ours(found, job.kind, job.metadata.name):
+                return submitter
+        return None
+
+    def _switch_submitter(self, run: _Pass, status: SparkJobStatus) -> None:
+        other = run.other_submitter
+        assert other is not None, "switched only from a submitter whose driver exists"
+        self._delete(SUBMISSIONS[other], run.job)
+        message = f"switching to {run.job.spec.submitter}: waiting for the {other} driver"
+        self._write(run.obj, status, False, "SwitchingSubmitter", message)
+        raise RetryLaterError(message)
 
     def _legacy_prefix(self, job: SparkJob, status: SparkJobStatus, pipeline: Pipeline) -> str:
         """The prefix a status without one was using: what the running driver was told
@@ -493,27 +580,10 @@ class SparkJobReconciler:
         return str(told or pipeline.transactional_id_prefix)
 
     def _hand_over_sink(
-        self,
-        obj: Obj,
-        job: SparkJob,
-        pipeline: Pipeline,
-        status: SparkJobStatus,
-        application: Obj | None,
-        wanted: SinkProducers,
-    ) -> tuple[Obj, SparkJobStatus, SinkProducers]:
-        """Runs the sink handover (``logic.sink_handover``) up to the producers the
-        driver may start with; raises RetryLater while the old driver stops or fencing
-        fails."""
-        name = job.metadata.name
-        recorded = recorded_sink(status, self._legacy_prefix(job, status, pipeline))
-        step = sink_handover(recorded, wanted, application is not None, name)
-        if isinstance(step, KeepSink):
-            # Written with the next status: a status from before prefixes were recorded
-            # names its prefix from now on, so a later rename is seen.
-            # A handover whose fencing failed was given up (the change was reverted):
-            # its backoff goes too.
-            kept = with_fence_failures(with_sink(status, step.producers), None)
-            return obj, kept, step.producers
+        self, run: _Pass, status: SparkJobStatus, step: RecordSink | StopDriver | FenceSink
+    ) -> Obj:
+        """Runs a step of the sink handover (``logic.sink_handover``); raises RetryLater
+        while the old driver stops or fencing fails."""
         if isinstance(step, RecordSink):
             # Written before any driver starts: a driver running without a record would
             # be stopped by the next pass as one whose producers are unknown.
@@ -523,18 +593,16 @@ class SparkJobReconciler:
                 f"sink producers recorded: prefix {producers.prefix!r}, "
                 f"{producers.partitions} partition(s)"
             )
-            obj = self._write(obj, status, False, "SinkRecorded", message)
-            return obj, self._status(obj), step.producers
+            return self._write(run.obj, status, False, "SinkRecorded", message)
         if isinstance(step, StopDriver):
-            self._delete(submission_of(job), job)
-            self._write(obj, status, False, "HandingOverSink", step.reason)
+            self._delete(run.submission, run.job)
+            self._write(run.obj, status, False, "HandingOverSink", step.reason)
             raise RetryLaterError(step.reason)
-        self._fence_sink(
-            obj, pipeline, status, step.ids, "the application stays stopped until fencing succeeds"
-        )
+        self._fence_sink(run.obj, run.pipeline, status, step.ids, STOPPED_UNTIL_FENCED)
         status = with_sink(with_fence_failures(status, None), step.then)
-        obj = self._write(obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced")
-        return obj, status, step.then
+        return self._write(
+            run.obj, status, False, "SinkHandedOver", f"{step.reason}; old ids fenced"
+        )
 
     def _fence_sink(
         self,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -31,10 +31,9 @@ from onceflow.api.connector import (
     SourceRecord,
     SourceTask,
     TaskContext,
-    TransactionRequest,
 )
 from onceflow.api.pipeline import WorkloadState
-from onceflow.api.source import ExactlyOnceSupport, TransactionBoundary
+from onceflow.api.source import ExactlyOnceSupport
 from onceflow.api.task import TaskSettings
 from onceflow.eos.clients import admin_client, mounted_secret
 from onceflow.eos.offsets import (
@@ -55,6 +54,12 @@ from onceflow.eos.writer import (
     TransactionTimedOutError,
 )
 from onceflow.runtime.authority import CurrentGeneration, GenerationAuthority
+from onceflow.runtime.boundaries import (
+    AtStop,
+    Boundaries,
+    ConnectorContractError,
+    boundaries_for,
+)
 from onceflow.runtime.metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -62,10 +67,6 @@ log = logging.getLogger(__name__)
 # An idle connector is asked again this often; short enough that a new record waits
 # little, long enough that an idle task costs no CPU to speak of.
 IDLE_WAIT_S = 0.05
-
-
-class ConnectorContractError(Exception):
-    """The connector used the runtime's API in a way it does not allow."""
 
 
 class ExitCode(IntEnum):
@@ -111,22 +112,6 @@ class PendingBatch:
 
     def age_ms(self) -> float:
         return (time.monotonic() - self.opened_at) * 1000 if self.records else 0.0
-
-
-def split_at_boundaries(
-    records: list[SourceRecord], after: dict[int, TransactionRequest]
-) -> Iterator[tuple[list[SourceRecord], TransactionRequest | None]]:
-    """A poll's records in pieces, each with the boundary the connector asked for
-    after its last record (``after``: requests by the id of that record); the rest,
-    perhaps empty, with None."""
-    start = 0
-    if after:
-        for i, record in enumerate(records):
-            request = after.get(id(record))
-            if request is not None:
-                yield records[start : i + 1], request
-                start = i + 1
-    yield records[start:], None
 
 
 class TaskRunner:
@@ -317,14 +302,10 @@ class TaskRunner:
             writer.initialize(topic=s.topic)
             if self._superseded("before writing anything"):
                 return ExitCode.STOPPED
-            txn = (
-                RecordingTransactionContext(long_after_s=s.transaction_timeout_ms / 2000)
-                if s.transaction_boundary is TransactionBoundary.CONNECTOR
-                else None
-            )
-            task = self._start_task(self._read_offsets(), txn)
+            boundaries = boundaries_for(s)
+            task = self._start_task(self._read_offsets(), boundaries.transactions)
             try:
-                self._transactional_loop(task, writer, txn)
+                self._transactional_loop(task, writer, boundaries)
             finally:
                 task.stop()
             return ExitCode.STOPPED
@@ -346,12 +327,12 @@ class TaskRunner:
             writer.close()
 
     def _transactional_loop(
-        self, task: SourceTask, writer: TransactionalWriter, txn: RecordingTransactionContext | None
+        self, task: SourceTask, writer: TransactionalWriter, boundaries: Boundaries
     ) -> None:
         s = self.settings
         batch = PendingBatch()
         offset_keys = OffsetKeys(s.offsets_owner)
-        if txn is not None:
+        if (txn := boundaries.transactions) is not None:
             txn.opened_at = lambda: batch.opened_at if batch.open else None
 
         def commit() -> None:
@@ -389,47 +370,18 @@ class TaskRunner:
                 writer.send_records(records, s.topic)
                 batch.add(records, offset_keys)
 
-        def act(request: TransactionRequest) -> None:
-            if batch.open:
-                commit() if request.commit else abort()
-
         while not self.stop.is_set() and (batch.open or not self._ends_between_transactions()):
             records = task.poll()
-            requests = txn.take() if txn else []
-            after = {id(r.after): r for r in requests if r.after is not None}
-            if after and not after.keys() <= {id(r) for r in records}:
-                raise ConnectorContractError(
-                    "the connector asked to commit or abort after a record that is not in"
-                    " the batch its poll() just returned; boundaries can only follow records"
-                    " of the current batch"
-                )
-            for piece, request in split_at_boundaries(records, after):
+            for piece, request in boundaries.pieces(records):
                 write(piece)
-                if request is not None:
-                    act(request)
-            for request in requests:
-                if request.after is None:
-                    act(request)
-            boundary = s.transaction_boundary
-            if batch.open and (
-                boundary is TransactionBoundary.POLL
-                or (
-                    boundary is TransactionBoundary.INTERVAL
-                    and batch.age_ms() >= s.transaction_interval_ms
-                )
-            ):
+                if request is not None and batch.open:
+                    commit() if request.commit else abort()
+            if batch.open and boundaries.commit_after_poll(batch.age_ms()):
                 commit()
             if not records:
                 self._idle(task)
-        if batch.open and s.transaction_boundary is not TransactionBoundary.CONNECTOR:
-            # Graceful stop finishes the open transaction: its records were polled and
-            # the connector may already have moved on from them. Under connector-defined
-            # boundaries only the connector may say where a transaction ends (its offsets
-            # may be valid only there), so the open one is aborted instead, as Connect
-            # does: the next instance resumes from the last boundary it asked for.
-            commit()
-        elif batch.open:
-            writer.abort()
+        if batch.open:
+            commit() if boundaries.at_stop is AtStop.COMMIT else writer.abort()
 
     # -- disabled / preparing: idempotent, offsets after acks -----------------------
 

@@ -1,10 +1,14 @@
 """SparkJobs under ``onceflow run``: one local driver per job.
 
-The driver is the same ``onceflow spark-job`` a driver pod runs, in local mode. It
-restarts from its checkpoint when it dies (as the Spark operator's ``restartPolicy:
-Always`` would), is restarted with new settings when the manifests change, and a
-change of the Kafka sink's partition count or prefix fences the old producers' ids
-before the new driver starts (``logic.sink_handover``), as the operator does.
+The driver is the same ``onceflow spark-job`` a driver pod runs, in local mode. What
+becomes of it is the SparkJob plan's (``logic.spark_plan``), as for the operator: the
+state and input reset recorded first, then a change of the Kafka sink's partition
+count or prefix stops the driver and fences the old producers' ids before the new
+driver starts, and any other change of the planned job restarts it with the new
+settings. The state lives in memory (the run's children end with it); the sink's
+producers and the input reset in state files. A driver that dies is restarted from its
+checkpoint by its child process's restart policy, as the Spark operator's
+``restartPolicy: Always`` would.
 """
 
 from __future__ import annotations
@@ -21,21 +25,36 @@ from onceflow.api.input_reset import InputReset, InputResetStatus
 from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob
 from onceflow.eos.fencing import fence_transactional_ids
-from onceflow.logic.input_reset import input_reset_outcome, with_input_reset
+from onceflow.logic.input_reset import with_input_reset
 from onceflow.logic.resolve import IN_MANIFESTS, resolve_spark_job, transform_code_problem
-from onceflow.logic.sink_handover import FenceSink, SinkProducers, StopDriver, sink_handover
+from onceflow.logic.sink_handover import FenceSink, RecordSink, SinkProducers, StopDriver
+from onceflow.logic.spark_plan import (
+    BackOff,
+    DriverSeen,
+    Keep,
+    RecordInputReset,
+    Restart,
+    SparkDesired,
+    SparkObservation,
+    SparkRecord,
+    SparkRunning,
+    SparkStep,
+    Submit,
+    next_spark_step,
+)
 from onceflow.logic.spark_state import (
     SPARK_STATE_CHANGES,
     FenceSinkIds,
+    HeldStill,
     RecordState,
     RemoveDriver,
-    Run,
-    spark_state_step,
 )
 from onceflow.standalone.children import ChildProcess
 from onceflow.standalone.state import workload_file, write_json_atomically
 
 FENCE_RETRY_S = 5.0
+# The longest walk of one tick: reset, state, stop, fence, record, start.
+MAX_STEPS = 8
 
 
 @dataclass(frozen=True)
@@ -135,20 +154,6 @@ class SparkJobSupervisor:
             return None
         return InputResetStatus.model_validate(json.loads(self.reset_file.read_text()))
 
-    def _input_reset(self) -> None:
-        """Records what becomes of a new spec.inputReset (``logic.input_reset``)."""
-        outcome = input_reset_outcome(
-            self.planned.input_reset,
-            self._recorded_reset(),
-            self.planned.state,
-            self.state is WorkloadState.STOPPED and self.stop_fenced,
-            self.settings.sink,
-            self.settings.topics,
-        )
-        if outcome is not None:
-            write_json_atomically(self.reset_file, outcome.to_wire())
-            self.say(f"{self.name}: input reset {outcome.id} {outcome.result}: {outcome.message}")
-
     @property
     def raises_isolation(self) -> bool:
         """The running driver reads uncommitted and the planned one reads committed: it
@@ -158,33 +163,6 @@ class SparkJobSupervisor:
             and self.planned.settings.mode.reads_committed
             and not self.running.settings.mode.reads_committed
         )
-
-    def _held(self, now: float) -> bool:
-        """Walks ``logic.spark_state``; True while the job is paused or stopped."""
-        recorded = self._recorded_sink() if self.settings.sink.kafka else None
-        while True:
-            step = spark_state_step(
-                self.planned.state,
-                self.state,
-                self.stop_fenced,
-                driver=self.driver is not None,
-                pods=False,  # a stopped driver process is gone
-                sink_ids=recorded.ids(self.name) if recorded else (),
-            )
-            if isinstance(step, Run):
-                return False
-            if isinstance(step, RecordState):
-                self.state, self.stop_fenced = step.state, False
-                self.say(f"{self.name}: {SPARK_STATE_CHANGES[step.state][1]}")
-            elif isinstance(step, RemoveDriver):
-                self.stop()
-            elif isinstance(step, FenceSinkIds):
-                if now < self.next_fence_attempt or not self._fence(step.ids, now, "held"):
-                    return True
-                self.stop_fenced = True
-                self.say(f"{self.name}: {self.state}; the checkpoint is kept")
-            else:
-                return True
 
     def _fence(self, ids: tuple[str, ...], now: float, why: str) -> bool:
         if not ids:
@@ -199,35 +177,120 @@ class SparkJobSupervisor:
         self.say(f"{self.name}: {why}: {report.summary()}")
         return True
 
+    def _observed(self, now: float) -> SparkObservation:
+        """The plan's view of the job: the planned job, this supervisor's memory and
+        state files, and the driver process."""
+        kafka, prefix = self.settings.sink.kafka, self.settings.transactional_id_prefix
+        return SparkObservation(
+            job=self.name,
+            desired=SparkDesired(
+                state=self.planned.state,
+                spec=self.planned,
+                producers=SinkProducers(prefix, kafka.partitions) if kafka else None,
+                sink=self.settings.sink,
+                topics=tuple(self.settings.topics),
+                input_reset=self.planned.input_reset,
+                available_now=self.settings.trigger.available_now,
+            ),
+            record=SparkRecord(
+                state=self.state,
+                stop_fenced=self.stop_fenced,
+                producers=self._recorded_sink() if kafka else None,
+                input_reset=self._recorded_reset(),
+                fence_wait_s=max(0.0, self.next_fence_attempt - now),
+            ),
+            running=SparkRunning(
+                driver=None if self.driver is None else DriverSeen(self.running),
+                # A driver process is gone once stopped, with its executors (local
+                # mode), and reads its settings as it starts.
+                pods=False,
+                other_submission=False,
+                settings_written=True,
+                previous_gone=True,
+            ),
+        )
+
     def reconcile(self, now: float) -> None:
-        if self.driver is not None and self.running != self.planned:
+        settings = self._settings_to_start(now)
+        if settings is not None:
+            self._start(settings)
+        if self.driver is not None:
+            line = self.driver.supervise(now)
+            if line:
+                self.say(f"{self.name}: {line}")
+                pid = {"driver": self.driver.pid} if self.driver.pid else {}
+                write_json_atomically(self._file("pids.json"), pid)
+
+    def _settings_to_start(self, now: float) -> SparkJobSettings | None:
+        """Walks the plan (``logic.spark_plan``) up to a driver's start: the settings to
+        start it with, the sink's producers handed over and recorded; None when none
+        starts now (the driver runs as planned, the job is held, fencing waits)."""
+        # Bounded like the operator's pass: reset, state, stop, fence, start.
+        for _ in range(MAX_STEPS):
+            step = next_spark_step(self._observed(now))
+            if isinstance(step, Submit):
+                return self._submitted(step.sink)
+            if not self._execute(step, now):
+                return None
+        self.say(f"{self.name}: no start after {MAX_STEPS} steps of its plan; looking again")
+        return None
+
+    def _execute(self, step: SparkStep, now: float) -> bool:
+        """Runs one step; False when the walk ends here (nothing more to do now, or
+        fencing failed)."""
+        if isinstance(step, RecordInputReset):
+            outcome = step.outcome
+            write_json_atomically(self.reset_file, outcome.to_wire())
+            self.say(f"{self.name}: input reset {outcome.id} {outcome.result}: {outcome.message}")
+        elif isinstance(step, RecordState):
+            self.state, self.stop_fenced = step.state, False
+            self.say(f"{self.name}: {SPARK_STATE_CHANGES[step.state][1]}")
+        elif isinstance(step, RemoveDriver):  # held: RecordState has said why
+            self.stop()
+        elif isinstance(step, (StopDriver, Restart)):
             self.say(f"{self.name}: settings changed; stopping the driver")
             self.stop()
-        self._input_reset()
-        if self._held(now):
-            return
-        if self.driver is None:
-            if now < self.next_fence_attempt:
-                return
-            settings = self._hand_over_sink(now)
-            if settings is None:
-                return
-            settings = with_input_reset(settings, self._recorded_reset())
-            path = self._file("settings.json")
-            write_json_atomically(path, settings.to_wire())
-            self._write_dsn()
-            self._write_transform_files()
-            self.driver = ChildProcess("driver", "spark-job", path, self._file("log"))
-            self.running = self.planned
-            self.say(
-                f"{self.name}: Spark driver in mode {self.settings.mode} "
-                f"(isolation {self.settings.isolation_level}), log {self.driver.log_path}"
-            )
-        line = self.driver.supervise(now)
-        if line:
-            self.say(f"{self.name}: {line}")
-            pid = {"driver": self.driver.pid} if self.driver.pid else {}
-            write_json_atomically(self._file("pids.json"), pid)
+        elif isinstance(step, FenceSinkIds):
+            if not self._fence(step.ids, now, "held"):
+                return False
+            self.stop_fenced = True
+            self.say(f"{self.name}: {self.state}; the checkpoint is kept")
+        elif isinstance(step, RecordSink):
+            self._record_sink(step.producers)
+        elif isinstance(step, FenceSink):
+            if not self._fence(step.ids, now, step.reason):
+                return False
+            self._record_sink(step.then)
+        else:
+            # What a process never gives rise to -- pods that outlive it, another
+            # submitter, settings written apart from a start, a driver state -- and its
+            # observation rules out.
+            assert isinstance(step, (Keep, HeldStill, BackOff)), f"{step} under onceflow run"
+            return False  # the driver runs as planned, the job is held, or fencing waits
+        return True
+
+    def _submitted(self, sink: SinkProducers | None) -> SparkJobSettings:
+        """The settings a driver starts with: the sink's producers (the record is
+        written again, naming the prefix a file from before prefixes lacked) and the
+        input reset in force."""
+        settings = self.settings
+        if sink is not None:
+            self._record_sink(sink)
+            update = {"previous_transactional_id_prefix": sink.previous_prefix}
+            settings = settings.model_copy(update=update)
+        return with_input_reset(settings, self._recorded_reset())
+
+    def _start(self, settings: SparkJobSettings) -> None:
+        path = self._file("settings.json")
+        write_json_atomically(path, settings.to_wire())
+        self._write_dsn()
+        self._write_transform_files()
+        self.driver = ChildProcess("driver", "spark-job", path, self._file("log"))
+        self.running = self.planned
+        self.say(
+            f"{self.name}: Spark driver in mode {self.settings.mode} "
+            f"(isolation {self.settings.isolation_level}), log {self.driver.log_path}"
+        )
 
     def _write_dsn(self) -> None:
         dsn_file = self.settings.postgres_dsn_file
@@ -256,19 +319,7 @@ class SparkJobSupervisor:
             data.get("previousPrefix"),
         )
 
-    def _hand_over_sink(self, now: float) -> SparkJobSettings | None:
-        """The settings to start the driver with once the sink's producers are handed
-        over (``logic.sink_handover``; the driver is stopped already), or None while
-        fencing the old ones fails."""
-        kafka = self.settings.sink.kafka
-        if kafka is None:
-            return self.settings
-        wanted = SinkProducers(self.settings.transactional_id_prefix, kafka.partitions)
-        step = sink_handover(self._recorded_sink(), wanted, False, self.name)
-        assert not isinstance(step, StopDriver), "the driver is stopped before a handover"
-        if isinstance(step, FenceSink) and not self._fence(step.ids, now, step.reason):
-            return None
-        producers = step.then if isinstance(step, FenceSink) else step.producers
+    def _record_sink(self, producers: SinkProducers) -> None:
         write_json_atomically(
             self.sink_file,
             {
@@ -276,9 +327,6 @@ class SparkJobSupervisor:
                 "prefix": producers.prefix,
                 "previousPrefix": producers.previous_prefix,
             },
-        )
-        return self.settings.model_copy(
-            update={"previous_transactional_id_prefix": producers.previous_prefix}
         )
 
     def stop(self) -> None:

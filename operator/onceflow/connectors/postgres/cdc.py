@@ -1,60 +1,35 @@
 """``postgres`` in ``mode: cdc``: the configured tables' changes, decoded from the WAL
 through a replication slot (``pgoutput``), after an exactly-once initial snapshot.
 
-Positions. The source partition is the database system and the slot. While streaming,
-the offset is the commit position of the change's transaction, the change's own WAL
-position and the record's index among those of that position (a multi-row insert
-shares one; a key change makes two records), so a task resumes inside a large
-transaction without repeating its start, whatever tables it is configured for; the
-slot is told to keep WAL from the position of the last committed record only once the
-Kafka transaction holding that record has committed (``commit_record``), never before.
-A slot that confirmed more than was written would drop changes for good; one that
-confirmed less merely re-sends changes this task skips by their offset.
+``CdcTask`` prepares the source (tables, publication, slot) and reads where the stored
+offset left it, then runs two phases in turn over one slot: the snapshot
+(``snapshot_phase``), when configured and not finished, and then the stream
+(``streaming_phase``), for good. Both write their records' offsets with the
+snapshot's window (``snapshot_window.SnapshotWindow``), so one offset says where either
+phase stands:
 
-Snapshot. Rows are read in primary-key chunks through a snapshot exported at a WAL
-position, and the offset carries the last key written; a task that dies mid-snapshot
-continues after that key in a new segment (see ``snapshot_window``), and the stream's
-changes that a segment already shows are skipped, so no row is missed or repeated.
+- the snapshot: ``{tables, segments, snapshot: {table, after}}``, the last key written;
+- the stream: ``{tables, [segments], lsn, change, seq}``, the last change written.
 
-A broken replication connection (a terminated backend, a restart) is reopened inside
-the task, which skips what it already emitted; it gives up with a ``ConnectorError``
-after ``reconnectTimeoutMs``.
+The source partition is the database system and the slot.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
-
-import psycopg
 
 from onceflow.api.connector import (
     Behind,
     ConnectorError,
+    SourceOffset,
+    SourcePartition,
     SourceRecord,
     SourceTask,
     TaskContext,
 )
-from onceflow.connectors.postgres.catalog import Table, describe, key_after
-from onceflow.connectors.postgres.change_records import encode, json_value, row_object
-from onceflow.connectors.postgres.pgoutput import (
-    Begin,
-    Commit,
-    Delete,
-    Insert,
-    Keepalive,
-    Relation,
-    Truncate,
-    Tuple,
-    Update,
-    decode,
-    epoch_ms,
-    lsn_text,
-    parse_lsn,
-)
+from onceflow.connectors.postgres.catalog import Table, describe
 from onceflow.connectors.postgres.publication import ensure_publication
 from onceflow.connectors.postgres.replication import (
     ReplicationConnection,
@@ -65,108 +40,102 @@ from onceflow.connectors.postgres.server_checks import (
     replication_problems,
     slot_problem,
 )
-from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
-from onceflow.connectors.postgres.slot_retention import slot_wal
-from onceflow.connectors.postgres.snapshot_reader import SegmentedSnapshot
-from onceflow.connectors.postgres.snapshot_window import Key, Segment, already_read, window_end
-from onceflow.connectors.settings import masked
+from onceflow.connectors.postgres.settings import (
+    DEFAULTS,
+    SettingError,
+    connect,
+    conninfo,
+    publication_name,
+)
+from onceflow.connectors.postgres.snapshot_phase import SnapshotPhase, snapshot_start
+from onceflow.connectors.postgres.snapshot_window import Segment, SnapshotWindow
+from onceflow.connectors.postgres.streaming_phase import StreamingPhase, stream_position
 
 log = logging.getLogger(__name__)
 
-POLL_TIMEOUT_S = 0.2
-RECONNECT_PAUSE_S = 0.5
-Position = tuple[int, int, int]
-"""(commit LSN, the change's LSN, index of the record among that change LSN's)."""
-BEFORE_ANYTHING: Position = (0, 0, -1)
-
 
 class CdcTask(SourceTask):
-    """Snapshot first (when configured and not done), then the stream, one slot."""
+    """Runs the snapshot phase until it is done, then hands over to the streaming
+    phase. It keeps what spans both: how many records were polled and how many
+    committed, since the slot may move on past unwritten changes only once every
+    record, the snapshot's too, is committed."""
 
     def start(self, context: TaskContext) -> None:
         super().start(context)
         config = {**DEFAULTS, **context.config}
         self.slot: str = config["slot"]
-        self.publication: str = config["publication"] or self.slot
-        self.batch_size: int = config["batchSize"]
-        self.chunk_size: int = config["snapshotChunkSize"]
-        self.per_commit: int = config["transactionsPerCommit"]
-        self.max_records: int = config["maxRecordsPerTransaction"]
-        self.reconnect_s = config["reconnectTimeoutMs"] / 1000
-        self.status_s = config["statusIntervalMs"] / 1000
         self.secrets = context.secrets
-        self.url: str = config["url"]
         self.conninfo = conninfo(config["url"], context.secrets, f"onceflow-{self.slot}")
         self.sql = connect(config["url"], context.secrets, f"onceflow-{self.slot}")
+        self.emitted = self.committed = 0
         try:
-            self._prepare([str(t) for t in config["tables"]], config["snapshot"] == "initial")
+            tables, partition, stored = self._prepare(config)
+            self._resume(config, tables, partition, stored or {})
         except BaseException:
             self.sql.close()
             raise
 
-    def _prepare(self, names: list[str], snapshot: bool) -> None:
-        self.tables: dict[str, Table] = {}
-        for name in names:
+    def _prepare(
+        self, config: Mapping[str, Any]
+    ) -> tuple[dict[str, Table], SourcePartition, SourceOffset | None]:
+        """Readies the server for both phases (the tables described, the publication,
+        the slot); returns the tables, the partition and its stored offset."""
+        tables: dict[str, Table] = {}
+        for name in [str(t) for t in config["tables"]]:
             table = describe(self.sql, name)
-            self.tables[table.name] = table
+            tables[table.name] = table
         if problems := replication_problems(self.sql):
             raise problems[0]
-        ensure_publication(self.sql, self.publication, list(self.tables.values()))
+        ensure_publication(self.sql, publication_name(config), list(tables.values()))
         replication = self._replication()
         try:
             ((system, *_rest),) = replication.command("IDENTIFY_SYSTEM", "url")
-            self.partition = {"system": system, "slot": self.slot}
-            stored = self.context.offsets.offset(self.partition)
+            partition = {"system": system, "slot": self.slot}
+            stored = self.context.offsets.offset(partition)
             self._ensure_slot(replication, stored)
         finally:
             replication.close()
+        return tables, partition, stored
+
+    def _resume(
+        self,
+        config: Mapping[str, Any],
+        tables: dict[str, Table],
+        partition: SourcePartition,
+        stored: SourceOffset,
+    ) -> None:
+        """Both phases, from where the stored offset left them."""
         # Offsets name the snapshotted tables in the snapshot's order, which a later
         # config may not keep; a table added since was never snapshotted.
-        stored = stored or {}
-        self.order: list[str] = list(stored.get("tables", self.tables))
-        if snapshot and (added := [t for t in self.tables if t not in self.order]):
+        initial = config["snapshot"] == "initial"
+        order: list[str] = list(stored.get("tables", tables))
+        if initial and (added := [t for t in tables if t not in order]):
             raise SettingError(
                 "tables",
                 f"{', '.join(added)} added after the initial snapshot of "
-                f"{', '.join(self.order)}: its rows would never be read; capture it with "
+                f"{', '.join(order)}: its rows would never be read; capture it with "
                 "a source of its own (another slot), or set snapshot: never",
             )
-        self.segments = [Segment.from_offset(s) for s in stored.get("segments", [])]
-        self.position: Position = (
-            (parse_lsn(stored["lsn"]), parse_lsn(stored["change"]), int(stored["seq"]))
-            if "lsn" in stored
-            else BEFORE_ANYTHING
+        window = SnapshotWindow(order, [Segment.from_offset(s) for s in stored.get("segments", [])])
+        self.streaming = StreamingPhase(
+            self.context,
+            config,
+            self.sql,
+            self.conninfo,
+            partition,
+            tables,
+            window,
+            stream_position(stored),
+            delivered=lambda: self.emitted == self.committed,
         )
-        start: tuple[str, Key | None] | None = None
-        if "snapshot" in stored:
-            start = (stored["snapshot"]["table"], tuple(stored["snapshot"]["after"]))
-        elif not stored and snapshot:
-            start = (self.order[0], None)
+        start = snapshot_start(stored, order, initial)
         self.snapshot = (
             None
             if start is None
-            else SegmentedSnapshot(
-                self.conninfo, self.slot, self.tables, self.order, self.segments, start
+            else SnapshotPhase(
+                self.context, config, self.conninfo, partition, tables, window, start
             )
         )
-        self.stream: ReplicationConnection | None = None
-        self.lost_at: float | None = None
-        self.relations: dict[int, Relation] = {}
-        self.txn: Begin | None = None
-        self.change_at = (0, 0)
-        """The current change's LSN and how many records it has made."""
-        self.txns_since_boundary = 0
-        self.records_since_boundary = 0
-        """Records in the open Kafka transaction."""
-        self.txn_records = 0
-        """Records of the current database transaction since its start or its last piece."""
-        self.held: SourceRecord | None = None
-        self.emitted = self.committed = 0
-        self.received = self.confirmable = self.quiet = 0
-        self.status_at = 0.0
-        self.retained: int | None = None
-        self.wal_behind: int | None = None
-        self.snapshot_lost_at: float | None = None
 
     def _replication(self) -> ReplicationConnection:
         try:
@@ -193,393 +162,30 @@ class CdcTask(SourceTask):
         replication.create_slot(self.slot, temporary=False, export=False)
         log.info("created replication slot %s", self.slot)
 
-    # -- polling -----------------------------------------------------------------
-
     def poll(self) -> list[SourceRecord]:
-        reading = self.snapshot is not None and not self.snapshot.done
-        records = self._poll_snapshot() if reading else self._poll_stream()
+        if self.snapshot is None:
+            records = self.streaming.poll()
+        else:
+            records = self.snapshot.poll()
+            if self.snapshot.done:
+                self.snapshot = None  # handed over: the stream reads from the next poll
         self.emitted += len(records)
         return records
 
-    def _poll_snapshot(self) -> list[SourceRecord]:
-        assert self.snapshot is not None
-        try:
-            table, rows = self.snapshot.next_rows(min(self.chunk_size, self.batch_size))
-        except (psycopg.OperationalError, ReplicationLostError) as error:
-            # The export is gone with its session: continue in a new segment.
-            log.warning("snapshot connection lost (%s); continuing in a new segment", error)
-            self.snapshot.close()
-            self.snapshot_lost_at = self.snapshot_lost_at or time.monotonic()
-            if time.monotonic() - self.snapshot_lost_at > self.reconnect_s:
-                raise ConnectorError(
-                    "config.url: the snapshot could not be read again within "
-                    f"reconnectTimeoutMs ({masked(str(error), self.secrets)})"
-                ) from None
-            time.sleep(RECONNECT_PAUSE_S)
-            return []
-        self.snapshot_lost_at = None
-        records = [self._snapshot_record(table, row) for row in rows]
-        if records and self.context.transactions is not None:
-            self.context.transactions.commit_transaction()
-        return records
-
-    def _snapshot_record(self, table: Table, row: tuple[Any, ...]) -> SourceRecord:
-        key = table.values(row, table.key)
-        after, _ = row_object(table.columns, table.types, row)
-        return SourceRecord(
-            source_partition=self.partition,
-            source_offset={
-                **self._window(),
-                "snapshot": {"table": table.name, "after": list(key)},
-            },
-            key=self._key(table, key),
-            value=encode(
-                {
-                    "op": "r",
-                    "table": table.name,
-                    "before": None,
-                    "after": after,
-                    "lsn": lsn_text(self.segments[-1].lsn),
-                    "txId": None,
-                    "commitTs": None,
-                }
-            ),
-        )
-
-    def _window(self) -> dict[str, Any]:
-        """What every offset carries: the snapshotted tables (for good) and, until the
-        stream has passed them, the segments."""
-        segments = {"segments": [s.to_offset() for s in self.segments]} if self.segments else {}
-        return {"tables": self.order, **segments}
-
-    @staticmethod
-    def _key(table: Table, key: Key) -> bytes:
-        types = dict(zip(table.columns, table.types, strict=True))
-        return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
-
-    # -- streaming ---------------------------------------------------------------
-
-    def _poll_stream(self) -> list[SourceRecord]:
-        out: list[SourceRecord] = []
-        if self.stream is None and not self._reopen():
-            return out
-        assert self.stream is not None
-        try:
-            for frame in self.stream.frames(POLL_TIMEOUT_S, 2 * self.batch_size):
-                if isinstance(frame, Keepalive):
-                    self.received = max(self.received, frame.end)
-                    self._quiet_at(frame.end, out)
-                    if frame.reply_requested:
-                        self._send_status()
-                    continue
-                self.received = max(self.received, frame.end)
-                self._handle(decode(frame.payload), frame.start, out)
-                if len(out) >= self.batch_size:
-                    break
-            if time.monotonic() - self.status_at >= self.status_s:
-                self._send_status()
-            self._commit_when_caught_up(out)
-        except (ReplicationLostError, psycopg.OperationalError) as error:
-            log.warning("replication connection lost (%s); reconnecting", error)
-            self._drop_stream()
-        return out
-
-    def _reopen(self) -> bool:
-        """Opens the stream; on failure, pauses and says so until the timeout ends it."""
-        try:
-            if self.sql.closed:
-                self.sql = connect(self.url, self.secrets, f"onceflow-{self.slot}")
-            stream = ReplicationConnection(self.conninfo)
-            try:
-                stream.start(self.slot, self.publication)
-            except BaseException:
-                stream.close()
-                raise
-        except (ReplicationLostError, psycopg.OperationalError, SettingError) as error:
-            # A refused connection (SettingError naming config.url: a server restarting
-            # refuses them for a moment) passes by; anything else (the slot dropped, a
-            # privilege revoked) will not.
-            self.lost_at = self.lost_at or time.monotonic()
-            if time.monotonic() - self.lost_at > self.reconnect_s:
-                raise ConnectorError(
-                    f"config.url: replication did not resume within reconnectTimeoutMs "
-                    f"({masked(str(error), self.secrets)})"
-                ) from None
-            time.sleep(RECONNECT_PAUSE_S)
-            return False
-        self.stream, self.lost_at = stream, None
-        self.relations, self.txn = {}, None
-        return True
-
-    def _drop_stream(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-        self.stream, self.txn = None, None
-        self.lost_at = time.monotonic()
-
-    def _handle(self, message: object, lsn: int, out: list[SourceRecord]) -> None:
-        """``lsn``: the WAL position of the change the message carries."""
-        if isinstance(message, Relation):
-            self.relations[message.oid] = message
-        elif isinstance(message, Begin):
-            # Numbering restarts with each transaction: one sent again after a
-            # reconnect must number its records as it did the first time.
-            self.txn, self.change_at, self.txn_records = message, (0, 0), 0
-        elif isinstance(message, Commit):
-            self._end_transaction(message, out)
-        elif isinstance(message, (Insert, Update, Delete)):
-            relation = self.relations[message.relation]
-            table = self.tables.get(relation.qualified)
-            if table is not None:
-                for op, key, document in change_documents(message, relation, table):
-                    self._change(table, op, key, document, self._next_position(lsn), out)
-        elif isinstance(message, Truncate):
-            for index, oid in enumerate(message.relations):
-                table = self.tables.get(self.relations[oid].qualified)
-                if table is not None:
-                    self._truncate(table, (lsn, index), out)
-
-    def _next_position(self, lsn: int) -> Position:
-        """Records of one WAL position (a multi-row insert, a key change) are numbered."""
-        assert self.txn is not None
-        at, count = self.change_at
-        index = count if at == lsn else 0
-        self.change_at = (lsn, index + 1)
-        return (self.txn.final_lsn, lsn, index)
-
-    def _change(
-        self,
-        table: Table,
-        op: str,
-        key: Key,
-        document: dict[str, Any],
-        position: Position,
-        out: list[SourceRecord],
-    ) -> None:
-        if position <= self.position or already_read(
-            self.segments, table.name, key, position[0], self.order, self._key_after
-        ):
-            return
-        self._emit(table, op, self._key(table, key), document, position, out)
-
-    def _truncate(self, table: Table, change: tuple[int, int], out: list[SourceRecord]) -> None:
-        """A truncate before every segment's export is in all of them (nothing to say);
-        one between them removed rows some segments still wrote."""
-        assert self.txn is not None
-        position = (self.txn.final_lsn, *change)
-        if position <= self.position:
-            return
-        commit = self.txn.final_lsn
-        if table.name in self.order and self.segments and commit < window_end(self.segments):
-            if commit < min(s.lsn for s in self.segments):
-                return
-            raise SettingError(
-                "tables",
-                f"{table.name} was truncated while its snapshot was read in segments; the "
-                "rows already written cannot be matched to it. Start the source afresh "
-                "(a new slot name)",
-            )
-        self._emit(table, "t", None, {"before": None, "after": None}, position, out)
-
-    def _emit(
-        self,
-        table: Table,
-        op: str,
-        key: bytes | None,
-        document: dict[str, Any],
-        position: Position,
-        out: list[SourceRecord],
-    ) -> None:
-        assert self.txn is not None
-        self.position = position
-        lsn = lsn_text(position[0])
-        if position[0] >= window_end(self.segments):
-            self.segments = []  # past the window: offsets no longer need it
-        record = SourceRecord(
-            source_partition=self.partition,
-            source_offset={
-                **self._window(),
-                "lsn": lsn,
-                "change": lsn_text(position[1]),
-                "seq": position[2],
-            },
-            key=key,
-            value=encode(
-                {
-                    "op": op,
-                    "table": table.name,
-                    **document,
-                    "lsn": lsn,
-                    "txId": self.txn.xid,
-                    "commitTs": epoch_ms(self.txn.commit_ts),
-                }
-            ),
-            timestamp_ms=epoch_ms(self.txn.commit_ts),
-        )
-        if self.held is not None:
-            out.append(self.held)
-            self._bound_transaction(self.held)
-        # The last record of a transaction is known only when its Commit arrives, and a
-        # boundary can only follow a record of the batch that carries it: hold one back.
-        self.held = record
-
-    def _bound_transaction(self, record: SourceRecord) -> None:
-        """Inside a database transaction, ends the Kafka transaction after ``record``
-        once the database transaction has made ``maxRecordsPerTransaction`` records
-        since its start (or its last piece), or when it alone has kept the Kafka
-        transaction open for half of the transaction timeout: a database transaction
-        of any size then commits in pieces, and a restart resumes after the last piece
-        by the change-level offset, instead of being aborted by the broker on every
-        attempt while the slot keeps its WAL. Smaller transactions are never split: a
-        consumer sees a transaction in more than one Kafka transaction only past the
-        bound."""
-        self.txn_records += 1
-        self.records_since_boundary += 1
-        transactions = self.context.transactions
-        if transactions is None:
-            return
-        alone = self.txns_since_boundary == 0
-        if self.txn_records >= self.max_records or (alone and transactions.running_long()):
-            transactions.commit_transaction_after(record)
-            self.txn_records = self.records_since_boundary = self.txns_since_boundary = 0
-
-    def _end_transaction(self, commit: Commit, out: list[SourceRecord]) -> None:
-        self.txn = None
-        if commit.commit_lsn >= window_end(self.segments):
-            self.segments = []
-        if self.held is None:
-            self._quiet_at(commit.end_lsn, out)
-            return
-        out.append(self.held)
-        self.records_since_boundary += 1
-        self.txns_since_boundary += 1
-        transactions = self.context.transactions
-        if transactions is not None and (
-            self.txns_since_boundary >= self.per_commit
-            or self.records_since_boundary >= self.max_records
-            or transactions.running_long()
-        ):
-            # Between whole database transactions: where transactionsPerCommit ends a
-            # Kafka transaction, and where the bound ends one of many small ones.
-            transactions.commit_transaction_after(self.held)
-            self.txns_since_boundary = self.records_since_boundary = 0
-        self.held = None
-
-    def _commit_when_caught_up(self, out: list[SourceRecord]) -> None:
-        """Under ``transactionsPerCommit`` > 1, a quiet stream ends the open transaction
-        at the last whole database transaction instead of leaving it to time out."""
-        caught_up = len(out) < self.batch_size and self.txn is None and self.held is None
-        if caught_up and self.txns_since_boundary and self.context.transactions is not None:
-            self.context.transactions.commit_transaction()
-            self.txns_since_boundary = self.records_since_boundary = 0
-
-    def _quiet_at(self, end: int, out: list[SourceRecord]) -> None:
-        """With nothing written and not yet committed, the slot may move on to ``end``
-        (changes of other tables, empty transactions) so the WAL is not kept forever.
-        Never inside a transaction: a keepalive can arrive between its changes, with
-        ``end`` past its commit, and confirming that would skip the rest of it."""
-        idle = self.txn is None and self.held is None and not out
-        if idle and self.emitted == self.committed:
-            self.quiet = max(self.quiet, end)
-
-    def _key_after(self, table: str, key: Key, boundary: Key) -> bool:
-        return key_after(self.sql, self.tables[table], key, boundary)
-
-    def _send_status(self) -> None:
-        if self.stream is not None:
-            self.stream.send_status(self.received, max(self.confirmable, self.quiet))
-            self.status_at = time.monotonic()
-            self._measure_retention()
-
-    def _measure_retention(self) -> None:
-        """On the status schedule: what the slot keeps after what was just confirmed,
-        and how much WAL the server wrote past what the task delivered."""
-        try:
-            self.retained, current = slot_wal(self.sql, self.slot)
-        except psycopg.Error as error:  # a gauge must never stop the task
-            log.debug("retained WAL not measured: %s", error)
-            return
-        self.wal_behind = max(0, current - max(self.confirmable, self.quiet))
-
-    def retained_bytes(self) -> int | None:
-        return self.retained
-
-    def behind(self) -> Behind | None:
-        return None if self.wal_behind is None else Behind(bytes=self.wal_behind)
-
-    # -- commits -----------------------------------------------------------------
-
     def commit_record(self, record: SourceRecord) -> None:
         self.committed += 1
-        lsn = record.source_offset.get("lsn")
-        if lsn is not None:
-            # The commit position of the record's transaction: confirming it makes the
-            # server send that transaction again after a restart (not skip it).
-            self.confirmable = max(self.confirmable, parse_lsn(lsn))
+        self.streaming.commit_record(record)
 
     def commit(self) -> None:
-        try:
-            self._send_status()
-        except ReplicationLostError as error:
-            log.warning("replication connection lost (%s); reconnecting", error)
-            self._drop_stream()
+        self.streaming.commit()
 
     def stop(self) -> None:
         if self.snapshot is not None:
             self.snapshot.close()
-        if self.stream is not None:
-            with contextlib.suppress(ReplicationLostError):
-                self._send_status()
-            self.stream.close()
-        self.sql.close()
+        self.streaming.stop()
 
+    def retained_bytes(self) -> int | None:
+        return self.streaming.retained_bytes()
 
-def change_documents(
-    message: Insert | Update | Delete, relation: Relation, table: Table
-) -> list[tuple[str, Key, dict[str, Any]]]:
-    """The records a change makes: (op, key, before/after). An update that changes the
-    primary key is a delete of the old key and an insert of the new one, so each key's
-    records stay in order in their partition."""
-    names = tuple(c.name for c in relation.columns)
-    types = tuple(c.type_oid for c in relation.columns)
-
-    identity = {c.name for c in relation.columns if c.in_key}
-
-    def row(values: Tuple | None) -> dict[str, Any] | None:
-        return None if values is None else row_object(names, types, values)[0]
-
-    def before(values: Tuple | None) -> dict[str, Any] | None:
-        """Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other
-        columns come as nulls that mean "not sent"); under FULL, all of it."""
-        old = row(values)
-        if old is None or relation.replica_identity == "f":
-            return old
-        return {k: v for k, v in old.items() if k in identity}
-
-    def key_of(values: Tuple) -> Key:
-        at = {name: i for i, name in enumerate(names)}
-        return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
-
-    if isinstance(message, Insert):
-        return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
-    if isinstance(message, Delete):
-        return [("d", key_of(message.old), {"before": before(message.old), "after": None})]
-    new_key = key_of(message.new)
-    old_key = key_of(message.old) if message.old is not None else new_key
-    if old_key != new_key:
-        return [
-            ("d", old_key, {"before": before(message.old), "after": None}),
-            ("c", new_key, {"before": None, "after": row(message.new)}),
-        ]
-    unchanged = row_object(names, types, message.new)[1]
-    return [
-        (
-            "u",
-            new_key,
-            {
-                "before": before(message.old),
-                "after": row(message.new),
-                **({"unchangedToast": unchanged} if unchanged else {}),
-            },
-        )
-    ]
+    def behind(self) -> Behind | None:
+        return self.streaming.behind()

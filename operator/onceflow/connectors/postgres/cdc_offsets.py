@@ -5,8 +5,8 @@ What a set offset means. ``{lsn: X}``: every database transaction committed at o
 before WAL position X counts as delivered, and the task resumes with the first one
 committed after it. A record's value carries its transaction's commit position as
 ``lsn``, so setting a record's ``lsn`` skips its whole transaction and every one before.
-It is stored as the task stores a position (``cdc.Position``): commit X, change X,
-record 0. A transaction's changes precede its commit record, so none of the one
+It is stored as the task stores a position (``streaming_phase.Position``): commit X,
+change X, record 0. A transaction's changes precede its commit record, so none of the one
 committed at X is at X itself: each of its records sorts before that position, and
 each record of a later commit after it, which is what the task compares. Given as
 ``onceflow offsets list`` prints it, with ``change`` and ``seq``, the position is

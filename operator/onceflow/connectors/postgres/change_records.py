@@ -21,7 +21,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from onceflow.connectors.postgres.pgoutput import UNCHANGED_TOAST
+from onceflow.connectors.postgres.catalog import Table
+from onceflow.connectors.postgres.pgoutput import (
+    UNCHANGED_TOAST,
+    Delete,
+    Insert,
+    Relation,
+    Tuple,
+    Update,
+)
+from onceflow.connectors.postgres.snapshot_window import Key
 
 BOOL, INT2, INT4, INT8, OID, FLOAT4, FLOAT8, JSON, JSONB = 16, 21, 23, 20, 26, 700, 701, 114, 3802
 
@@ -56,3 +65,60 @@ def row_object(
 
 def encode(document: dict[str, Any]) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
+
+
+def record_key(table: Table, key: Key) -> bytes:
+    """The record's key: the primary key's columns, typed as in the value."""
+    types = dict(zip(table.columns, table.types, strict=True))
+    return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
+
+
+def change_documents(
+    message: Insert | Update | Delete, relation: Relation, table: Table
+) -> list[tuple[str, Key, dict[str, Any]]]:
+    """The records a change makes: (op, key, before/after). An update that changes the
+    primary key is a delete of the old key and an insert of the new one, so each key's
+    records stay in order in their partition."""
+    names = tuple(c.name for c in relation.columns)
+    types = tuple(c.type_oid for c in relation.columns)
+
+    identity = {c.name for c in relation.columns if c.in_key}
+
+    def row(values: Tuple | None) -> dict[str, Any] | None:
+        return None if values is None else row_object(names, types, values)[0]
+
+    def before(values: Tuple | None) -> dict[str, Any] | None:
+        """Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other
+        columns come as nulls that mean "not sent"); under FULL, all of it."""
+        old = row(values)
+        if old is None or relation.replica_identity == "f":
+            return old
+        return {k: v for k, v in old.items() if k in identity}
+
+    def key_of(values: Tuple) -> Key:
+        at = {name: i for i, name in enumerate(names)}
+        return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
+
+    if isinstance(message, Insert):
+        return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
+    if isinstance(message, Delete):
+        return [("d", key_of(message.old), {"before": before(message.old), "after": None})]
+    new_key = key_of(message.new)
+    old_key = key_of(message.old) if message.old is not None else new_key
+    if old_key != new_key:
+        return [
+            ("d", old_key, {"before": before(message.old), "after": None}),
+            ("c", new_key, {"before": None, "after": row(message.new)}),
+        ]
+    unchanged = row_object(names, types, message.new)[1]
+    return [
+        (
+            "u",
+            new_key,
+            {
+                "before": before(message.old),
+                "after": row(message.new),
+                **({"unchangedToast": unchanged} if unchanged else {}),
+            },
+        )
+    ]

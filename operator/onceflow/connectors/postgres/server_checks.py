@@ -16,7 +16,13 @@ from onceflow.connectors.postgres.answer_deadline import answering_within
 from onceflow.connectors.postgres.catalog import Table, describe
 from onceflow.connectors.postgres.publication import publication_problem
 from onceflow.connectors.postgres.replication import ReplicationConnection, ReplicationLostError
-from onceflow.connectors.postgres.settings import DEFAULTS, SettingError, connect, conninfo
+from onceflow.connectors.postgres.settings import (
+    DEFAULTS,
+    SettingError,
+    connect,
+    conninfo,
+    publication_name,
+)
 from onceflow.connectors.settings import masked
 
 
@@ -127,7 +133,7 @@ def _problems(merged: Mapping[str, Any], secrets: Mapping[str, str]) -> list[Con
             return problems + ([standby] if standby else [])
         found += replication_problems(conn)
         if len(tables) == len(merged["tables"]):
-            publication = merged["publication"] or merged["slot"]
+            publication = publication_name(merged)
             found += filter(None, [publication_problem(conn, publication, tables)])
         found += filter(None, [slot_problem(conn, merged["slot"])])
     if not found:

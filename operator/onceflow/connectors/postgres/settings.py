@@ -119,6 +119,12 @@ def _cdc_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
     )
 
 
+def publication_name(merged: Mapping[str, Any]) -> str:
+    """The publication a CDC source decodes through: the one named, else the slot's name."""
+    name: str = merged["publication"] or merged["slot"]
+    return name
+
+
 def _query_problems(merged: Mapping[str, Any]) -> list[ConfigProblem]:
     found = []
     mode, column, timestamp = (

@@ -52,6 +52,28 @@ class Segment:
         )
 
 
+@dataclass
+class SnapshotWindow:
+    """What every offset of a CDC task carries about its snapshot: the snapshotted
+    tables in the snapshot's order (for good) and, until the stream has passed them,
+    the segments. One object for both phases: the snapshot adds segments as it reads,
+    the stream drops them once past, and the records of each say where they stand."""
+
+    order: list[str]
+    segments: list[Segment]
+
+    def to_offset(self) -> dict[str, Any]:
+        segments = {"segments": [s.to_offset() for s in self.segments]} if self.segments else {}
+        return {"tables": self.order, **segments}
+
+    def streamed_to(self, commit_lsn: int) -> None:
+        """The stream reached a transaction committed at ``commit_lsn``: from the
+        window's end on, no change can be in the snapshot, and offsets need the segments
+        no more."""
+        if commit_lsn >= window_end(self.segments):
+            self.segments = []
+
+
 def window_end(segments: Sequence[Segment]) -> int:
     """The position from which no streamed change can already be in the snapshot."""
     return max((s.lsn for s in segments), default=0)
