@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import psycopg
@@ -30,6 +31,12 @@ class Table:
     """``format_type`` of each column, with its collation where it has one."""
     key: tuple[str, ...]
     """The primary key's columns (empty for a table without one)."""
+
+    @cached_property
+    def key_types(self) -> tuple[int, ...]:
+        """Type OIDs of ``key``: looked up once, not for every record's key."""
+        at = {name: i for i, name in enumerate(self.columns)}
+        return tuple(self.types[at[k]] for k in self.key)
 
     def values(self, row: Sequence[object], columns: Sequence[str]) -> tuple[str | None, ...]:
         """Some columns of a row of ``columns`` (text values)."""

@@ -63,14 +63,18 @@ def row_object(
     return row, unchanged
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+"""One encoder for every record: ``json.dumps`` with any option builds a new one per call."""
+
+
 def encode(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode()
+    return _COMPACT.encode(document).encode()
 
 
 def record_key(table: Table, key: Key) -> bytes:
     """The record's key: the primary key's columns, typed as in the value."""
-    types = dict(zip(table.columns, table.types, strict=True))
-    return encode({k: json_value(v, types[k]) for k, v in zip(table.key, key, strict=True)})
+    types = table.key_types
+    return encode({k: json_value(v, t) for k, v, t in zip(table.key, key, types, strict=True)})
 
 
 def change_documents(
@@ -79,10 +83,7 @@ def change_documents(
     """The records a change makes: (op, key, before/after). An update that changes the
     primary key is a delete of the old key and an insert of the new one, so each key's
     records stay in order in their partition."""
-    names = tuple(c.name for c in relation.columns)
-    types = tuple(c.type_oid for c in relation.columns)
-
-    identity = {c.name for c in relation.columns if c.in_key}
+    names, types, identity = relation.names, relation.types, relation.identity
 
     def row(values: Tuple | None) -> dict[str, Any] | None:
         return None if values is None else row_object(names, types, values)[0]
@@ -96,7 +97,7 @@ def change_documents(
         return {k: v for k, v in old.items() if k in identity}
 
     def key_of(values: Tuple) -> Key:
-        at = {name: i for i, name in enumerate(names)}
+        at = relation.position
         return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
 
     if isinstance(message, Insert):

@@ -12,9 +12,12 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 # Timestamps in the protocol are microseconds since PostgreSQL's epoch.
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+PG_EPOCH_MS = 946_684_800_000
+"""PostgreSQL's epoch in Unix epoch milliseconds."""
 
 
 def lsn_text(lsn: int) -> str:
@@ -28,8 +31,9 @@ def parse_lsn(text: str) -> int:
 
 
 def epoch_ms(pg_micros: int) -> int:
-    """A protocol timestamp as Unix epoch milliseconds."""
-    return int((PG_EPOCH + timedelta(microseconds=pg_micros)).timestamp() * 1000)
+    """A protocol timestamp as Unix epoch milliseconds, in integers: a float's
+    rounding can put a commit time a millisecond early."""
+    return PG_EPOCH_MS + pg_micros // 1000
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,25 @@ class Relation:
     @property
     def qualified(self) -> str:
         return f"{self.namespace}.{self.name}"
+
+    # Worked out once per relation rather than once per change: a flood of changes
+    # spends its time in per-change work.
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @cached_property
+    def types(self) -> tuple[int, ...]:
+        return tuple(c.type_oid for c in self.columns)
+
+    @cached_property
+    def identity(self) -> frozenset[str]:
+        """The columns of the replica identity (the key, by default)."""
+        return frozenset(c.name for c in self.columns if c.in_key)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
 
 
 UNCHANGED_TOAST = object()
@@ -109,17 +132,21 @@ class Ignored:
 Message = Begin | Commit | Relation | Insert | Update | Delete | Truncate | Ignored
 
 
+U8, U16, U32, I32 = (struct.Struct(f) for f in (">B", ">H", ">I", ">i"))
+BEGIN, COMMIT = struct.Struct(">QqI"), struct.Struct(">BQQq")
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.at = data, 0
 
-    def take(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.data, self.at)
-        self.at += struct.calcsize(fmt)
+    def take(self, fmt: struct.Struct) -> int:
+        (value,) = fmt.unpack_from(self.data, self.at)
+        self.at += fmt.size
         return int(value)
 
     def byte(self) -> str:
-        value = self.data[self.at : self.at + 1].decode()
+        value = chr(self.data[self.at])
         self.at += 1
         return value
 
@@ -130,52 +157,59 @@ class _Reader:
         return value
 
     def tuple_data(self) -> Tuple:
+        data, at = self.data, self.at
+        (count,) = U16.unpack_from(data, at)
+        at += 2
         values: list[str | object | None] = []
-        for _ in range(self.take(">H")):
-            kind = self.byte()
-            if kind == "n":
+        for _ in range(count):
+            kind = data[at]
+            at += 1
+            if kind == 0x74:  # 't': text
+                (length,) = U32.unpack_from(data, at)
+                at += 4
+                values.append(data[at : at + length].decode())
+                at += length
+            elif kind == 0x6E:  # 'n': null
                 values.append(None)
-            elif kind == "u":
+            elif kind == 0x75:  # 'u': unchanged TOAST
                 values.append(UNCHANGED_TOAST)
-            elif kind == "t":
-                length = self.take(">I")
-                values.append(self.data[self.at : self.at + length].decode())
-                self.at += length
             else:
-                raise ValueError(f"pgoutput: unexpected column kind {kind!r}")
+                raise ValueError(f"pgoutput: unexpected column kind {chr(kind)!r}")
+        self.at = at
         return tuple(values)
 
 
 def _begin(r: _Reader) -> Begin:
-    return Begin(final_lsn=r.take(">Q"), commit_ts=r.take(">q"), xid=r.take(">I"))
+    final_lsn, commit_ts, xid = BEGIN.unpack_from(r.data, r.at)
+    return Begin(final_lsn=final_lsn, commit_ts=commit_ts, xid=xid)
 
 
 def _commit(r: _Reader) -> Commit:
-    r.take(">B")  # flags, unused
-    return Commit(commit_lsn=r.take(">Q"), end_lsn=r.take(">Q"), commit_ts=r.take(">q"))
+    _flags, commit_lsn, end_lsn, commit_ts = COMMIT.unpack_from(r.data, r.at)
+    return Commit(commit_lsn=commit_lsn, end_lsn=end_lsn, commit_ts=commit_ts)
 
 
 def _relation(r: _Reader) -> Relation:
-    oid, namespace, name = r.take(">I"), r.string(), r.string()
+    oid, namespace, name = r.take(U32), r.string(), r.string()
     identity = r.byte()
     columns = []
-    for _ in range(r.take(">H")):
-        flags = r.take(">B")
+    for _ in range(r.take(U16)):
+        flags = r.take(U8)
         column_name = r.string()
-        type_oid = r.take(">I")
-        r.take(">i")  # type modifier
+        type_oid = r.take(U32)
+        r.take(I32)  # type modifier
         columns.append(Column(column_name, type_oid, bool(flags & 1)))
     return Relation(oid, namespace or "pg_catalog", name, identity, tuple(columns))
 
 
 def _insert(r: _Reader) -> Insert:
-    relation = r.take(">I")
+    relation = r.take(U32)
     r.byte()  # 'N'
     return Insert(relation, r.tuple_data())
 
 
 def _update(r: _Reader) -> Update:
-    relation = r.take(">I")
+    relation = r.take(U32)
     marker = r.byte()
     old = None
     if marker in ("K", "O"):
@@ -185,15 +219,15 @@ def _update(r: _Reader) -> Update:
 
 
 def _delete(r: _Reader) -> Delete:
-    relation = r.take(">I")
+    relation = r.take(U32)
     r.byte()  # 'K' or 'O'
     return Delete(relation, r.tuple_data())
 
 
 def _truncate(r: _Reader) -> Truncate:
-    count = r.take(">I")
-    r.take(">B")  # options (CASCADE, RESTART IDENTITY)
-    return Truncate(tuple(r.take(">I") for _ in range(count)))
+    count = r.take(U32)
+    r.take(U8)  # options (CASCADE, RESTART IDENTITY)
+    return Truncate(tuple(r.take(U32) for _ in range(count)))
 
 
 _DECODERS: dict[str, Callable[[_Reader], Message]] = {

@@ -102,8 +102,12 @@ class ReplicationConnection:
         self.conn.nonblocking = 1
 
     def frames(self, timeout_s: float, limit: int) -> Iterator[XLogData | Keepalive]:
-        """Up to ``limit`` frames, waiting at most ``timeout_s`` for the first."""
-        waited = False
+        """Up to ``limit`` frames, waiting at most ``timeout_s`` for the first; after
+        it, only what has already arrived. "Arrived" is the socket, not libpq's buffer:
+        that holds one read's worth (a few hundred changes), and a batch cut there
+        under a flood or a backlog would make a Kafka transaction of every read
+        whatever ``batchSize`` says."""
+        wait = timeout_s
         for _ in range(limit):
             while True:
                 try:
@@ -111,17 +115,15 @@ class ReplicationConnection:
                 except psycopg.Error as error:
                     raise ReplicationLostError(str(error)) from error
                 if size > 0:
-                    waited = True  # the rest of the batch is only what has arrived
+                    wait = 0.0
                     yield decode_frame(bytes(data))
                     break
                 if size in (-1, -2):
                     raise ReplicationLostError(self._error_text() or "replication stream ended")
-                if waited:
-                    return
-                waited = True
-                ready, _, _ = select.select([self.conn.socket], [], [], timeout_s)
+                ready, _, _ = select.select([self.conn.socket], [], [], wait)
                 if not ready:
                     return
+                wait = 0.0
                 try:
                     self.conn.consume_input()
                 except psycopg.Error as error:

@@ -66,6 +66,19 @@ Position = tuple[int, int, int]
 BEFORE_ANYTHING: Position = (0, 0, -1)
 
 
+class OpenTransaction:
+    """The database transaction being streamed, with what each of its records
+    repeats (its commit position as text, its commit time) worked out once."""
+
+    __slots__ = ("begin", "commit_ms", "final_lsn", "lsn")
+
+    def __init__(self, begin: Begin) -> None:
+        self.begin = begin
+        self.final_lsn = begin.final_lsn
+        self.lsn = lsn_text(begin.final_lsn)
+        self.commit_ms = epoch_ms(begin.commit_ts)
+
+
 def stream_position(stored: Mapping[str, Any]) -> Position:
     """Where the stream resumes: after the record the stored offset names."""
     if "lsn" not in stored:
@@ -108,7 +121,7 @@ class StreamingPhase:
         self.stream: ReplicationConnection | None = None
         self.outage = Outage(config["reconnectTimeoutMs"] / 1000, context.secrets)
         self.relations: dict[int, Relation] = {}
-        self.txn: Begin | None = None
+        self.txn: OpenTransaction | None = None
         self.change_at = (0, 0)
         """The current change's LSN and how many records it has made."""
         self.txns_since_boundary = 0
@@ -118,6 +131,7 @@ class StreamingPhase:
         """Records of the current database transaction since its start or its last piece."""
         self.held: SourceRecord | None = None
         self.received = self.confirmable = self.quiet = 0
+        self.confirmed_text: str | None = None
         self.status_at = 0.0
         self.retained: int | None = None
         self.wal_behind: int | None = None
@@ -182,7 +196,7 @@ class StreamingPhase:
         elif isinstance(message, Begin):
             # Numbering restarts with each transaction: one sent again after a
             # reconnect must number its records as it did the first time.
-            self.txn, self.change_at, self.txn_records = message, (0, 0), 0
+            self.txn, self.change_at, self.txn_records = OpenTransaction(message), (0, 0), 0
         elif isinstance(message, Commit):
             self._end_transaction(message, out)
         elif isinstance(message, (Insert, Update, Delete)):
@@ -250,14 +264,17 @@ class StreamingPhase:
         position: Position,
         out: list[SourceRecord],
     ) -> None:
-        assert self.txn is not None
+        txn = self.txn
+        assert txn is not None
         self.position = position
-        lsn = lsn_text(position[0])
-        self.window.streamed_to(position[0])
+        window = self.window
+        if window.segments:
+            window.streamed_to(position[0])
+        lsn, commit_ms = txn.lsn, txn.commit_ms
         record = SourceRecord(
             source_partition=self.partition,
             source_offset={
-                **self.window.to_offset(),
+                **window.to_offset(),
                 "lsn": lsn,
                 "change": lsn_text(position[1]),
                 "seq": position[2],
@@ -269,11 +286,11 @@ class StreamingPhase:
                     "table": table.name,
                     **document,
                     "lsn": lsn,
-                    "txId": self.txn.xid,
-                    "commitTs": epoch_ms(self.txn.commit_ts),
+                    "txId": txn.begin.xid,
+                    "commitTs": commit_ms,
                 }
             ),
-            timestamp_ms=epoch_ms(self.txn.commit_ts),
+            timestamp_ms=commit_ms,
         )
         if self.held is not None:
             out.append(self.held)
@@ -369,9 +386,11 @@ class StreamingPhase:
 
     def commit_record(self, record: SourceRecord) -> None:
         lsn = record.source_offset.get("lsn")
-        if lsn is not None:
+        if lsn is not None and lsn is not self.confirmed_text:
             # The commit position of the record's transaction: confirming it makes the
-            # server send that transaction again after a restart (not skip it).
+            # server send that transaction again after a restart (not skip it). A
+            # transaction's records share one text: it is parsed once.
+            self.confirmed_text = lsn
             self.confirmable = max(self.confirmable, parse_lsn(lsn))
 
     def commit(self) -> None:
