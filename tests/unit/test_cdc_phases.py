@@ -111,7 +111,7 @@ def test_a_snapshot_record_stores_its_table_and_last_key_in_the_stored_layout() 
         }
     )
     assert task.snapshot is not None
-    record = task.snapshot._record(ORDERS, ("41", "hello"))
+    (record,) = task.snapshot._records(ORDERS, [("41", "hello")])
     assert json.dumps(record.source_offset) == (
         '{"tables": ["public.orders", "public.items"], '
         '"segments": [{"table": "public.orders", "after": null, "lsn": "0/3000000"}], '

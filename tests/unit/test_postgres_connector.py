@@ -4,6 +4,7 @@ segmented snapshot already holds."""
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any
 
@@ -11,7 +12,12 @@ import pytest
 
 from onceflow.connectors.postgres import PostgresConnector
 from onceflow.connectors.postgres.catalog import Table
-from onceflow.connectors.postgres.change_records import change_documents
+from onceflow.connectors.postgres.change_records import (
+    Change,
+    change_value,
+    changes_of,
+    position_fields,
+)
 from onceflow.connectors.postgres.pgoutput import (
     UNCHANGED_TOAST,
     Begin,
@@ -210,23 +216,31 @@ def _relation(identity: str) -> Relation:
 
 def test_a_delete_names_the_key_only_unless_the_whole_old_row_is_sent() -> None:
     delete = Delete(1, ("7", None))
-    (default,) = change_documents(delete, _relation("d"), ORDERS)
-    assert default == ("d", ("7",), {"before": {"id": 7}, "after": None})
-    (full,) = change_documents(Delete(1, ("7", "gone")), _relation("f"), ORDERS)
-    assert full[2]["before"] == {"id": 7, "note": "gone"}
+    (default,) = changes_of(delete, _relation("d"), ORDERS)
+    assert default == Change("d", ("7",), '{"id":7}', None, [])
+    (full,) = changes_of(Delete(1, ("7", "gone")), _relation("f"), ORDERS)
+    assert full.before == '{"id":7,"note":"gone"}'
 
 
 def test_a_key_change_is_a_delete_of_the_old_key_and_an_insert_of_the_new() -> None:
     update = Update(1, ("7", None), ("8", "x"))
-    assert change_documents(update, _relation("d"), ORDERS) == [
-        ("d", ("7",), {"before": {"id": 7}, "after": None}),
-        ("c", ("8",), {"before": None, "after": {"id": 8, "note": "x"}}),
+    assert changes_of(update, _relation("d"), ORDERS) == [
+        Change("d", ("7",), '{"id":7}', None, []),
+        Change("c", ("8",), None, '{"id":8,"note":"x"}', []),
     ]
 
 
 def test_an_unchanged_toasted_value_is_named_not_invented() -> None:
-    ((op, key, document),) = change_documents(
-        Update(1, None, ("7", UNCHANGED_TOAST)), _relation("d"), ORDERS
-    )
-    assert (op, key) == ("u", ("7",))
-    assert document == {"before": None, "after": {"id": 7}, "unchangedToast": ["note"]}
+    (change,) = changes_of(Update(1, None, ("7", UNCHANGED_TOAST)), _relation("d"), ORDERS)
+    assert change == Change("u", ("7",), None, '{"id":7}', ["note"])
+    value = json.loads(change_value("public.orders", change, position_fields("0/1", 5, 9)))
+    assert value == {
+        "op": "u",
+        "table": "public.orders",
+        "before": None,
+        "after": {"id": 7},
+        "unchangedToast": ["note"],
+        "lsn": "0/1",
+        "txId": 5,
+        "commitTs": 9,
+    }

@@ -35,12 +35,15 @@ class Table:
     @cached_property
     def key_types(self) -> tuple[int, ...]:
         """Type OIDs of ``key``: looked up once, not for every record's key."""
-        at = {name: i for i, name in enumerate(self.columns)}
-        return tuple(self.types[at[k]] for k in self.key)
+        return tuple(self.types[self.position[k]] for k in self.key)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.columns)}
 
     def values(self, row: Sequence[object], columns: Sequence[str]) -> tuple[str | None, ...]:
         """Some columns of a row of ``columns`` (text values)."""
-        at = {name: i for i, name in enumerate(self.columns)}
+        at = self.position
         return tuple(None if (v := row[at[c]]) is None else str(v) for c in columns)
 
     def typed(self, columns: Sequence[str]) -> sql.Composed:

@@ -18,8 +18,11 @@ not sent by PostgreSQL: it is left out of ``after`` and named in ``unchangedToas
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from json.encoder import encode_basestring_ascii as json_text
+from typing import NamedTuple
 
 from onceflow.connectors.postgres.catalog import Table
 from onceflow.connectors.postgres.pgoutput import (
@@ -34,92 +37,146 @@ from onceflow.connectors.postgres.snapshot_window import Key
 
 BOOL, INT2, INT4, INT8, OID, FLOAT4, FLOAT8, JSON, JSONB = 16, 21, 23, 20, 26, 700, 701, 114, 3802
 
-
-def json_value(text: str | None, type_oid: int) -> Any:
-    if text is None:
-        return None
-    if type_oid == BOOL:
-        return text == "t"
-    if type_oid in (INT2, INT4, INT8, OID):
-        return int(text)
-    if type_oid in (FLOAT4, FLOAT8) and text not in ("NaN", "Infinity", "-Infinity"):
-        return float(text)
-    if type_oid in (JSON, JSONB):
-        return json.loads(text)
-    return text
-
-
-def row_object(
-    columns: Sequence[str], types: Sequence[int], values: Sequence[object]
-) -> tuple[dict[str, Any], list[str]]:
-    """The row as JSON, and the columns left out because their value was not sent."""
-    row: dict[str, Any] = {}
-    unchanged: list[str] = []
-    for name, type_oid, value in zip(columns, types, values, strict=True):
-        if value is UNCHANGED_TOAST:
-            unchanged.append(name)
-        else:
-            row[name] = json_value(value if value is None else str(value), type_oid)
-    return row, unchanged
-
-
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
-"""One encoder for every record: ``json.dumps`` with any option builds a new one per call."""
+"""The layout's JSON: compact, ASCII (``\\uXXXX`` escapes), as ``json.dumps`` writes it."""
 
 
-def encode(document: dict[str, Any]) -> bytes:
-    return _COMPACT.encode(document).encode()
+def _boolean(text: str) -> str:
+    return "true" if text == "t" else "false"
+
+
+def _integer(text: str) -> str:
+    return str(int(text))
+
+
+def _floating(text: str) -> str:
+    """A finite float as a JSON number; ``NaN`` and the infinities stay strings."""
+    number = float(text)
+    return float.__repr__(number) if math.isfinite(number) else json_text(text)
+
+
+def _json(text: str) -> str:
+    return _COMPACT.encode(json.loads(text))
+
+
+_VALUE_WRITERS: dict[int, Callable[[str], str]] = {
+    BOOL: _boolean,
+    INT2: _integer,
+    INT4: _integer,
+    INT8: _integer,
+    OID: _integer,
+    FLOAT4: _floating,
+    FLOAT8: _floating,
+    JSON: _json,
+    JSONB: _json,
+}
+"""A column's text as JSON by its type: anything not here is a JSON string."""
+
+
+class RowJson:
+    """Rows of a set of columns written as the text of a JSON object, column by column.
+
+    Records are written as text directly rather than built as dicts and encoded: under a
+    flood of changes the per-change work is the connector's rate, and a dict, its
+    encoding and the typed values in between cost several times the text itself."""
+
+    def __init__(
+        self, names: Sequence[str], types: Sequence[int], only: frozenset[str] | None
+    ) -> None:
+        self.fields = [
+            (at, name, json_text(name) + ":", _VALUE_WRITERS.get(type_oid, json_text))
+            for at, (name, type_oid) in enumerate(zip(names, types, strict=True))
+            if only is None or name in only
+        ]
+
+    def write(self, values: Sequence[object]) -> tuple[str, list[str]]:
+        """The object (only the columns it was made for), and the columns left out
+        because their value was not sent."""
+        parts: list[str] = []
+        unchanged: list[str] = []
+        for at, name, label, write in self.fields:
+            value = values[at]
+            if value is None:
+                parts.append(label + "null")
+            elif value is UNCHANGED_TOAST:
+                unchanged.append(name)
+            else:
+                parts.append(label + write(str(value)))
+        return "{" + ",".join(parts) + "}", unchanged
+
+
+@lru_cache(maxsize=1024)
+def row_json(
+    names: tuple[str, ...], types: tuple[int, ...], only: frozenset[str] | None = None
+) -> RowJson:
+    """The writer of rows of ``names`` (of ``types``), keeping ``only`` those columns."""
+    return RowJson(names, types, only)
 
 
 def record_key(table: Table, key: Key) -> bytes:
     """The record's key: the primary key's columns, typed as in the value."""
-    types = table.key_types
-    return encode({k: json_value(v, t) for k, v, t in zip(table.key, key, types, strict=True)})
+    return row_json(table.key, table.key_types).write(key)[0].encode()
 
 
-def change_documents(
-    message: Insert | Update | Delete, relation: Relation, table: Table
-) -> list[tuple[str, Key, dict[str, Any]]]:
-    """The records a change makes: (op, key, before/after). An update that changes the
-    primary key is a delete of the old key and an insert of the new one, so each key's
-    records stay in order in their partition."""
-    names, types, identity = relation.names, relation.types, relation.identity
+def row_value(table: Table, row: Sequence[object]) -> str:
+    """A row of ``table``'s columns (read by a query) as a JSON object."""
+    return row_json(table.columns, table.types).write(row)[0]
 
-    def row(values: Tuple | None) -> dict[str, Any] | None:
-        return None if values is None else row_object(names, types, values)[0]
 
-    def before(values: Tuple | None) -> dict[str, Any] | None:
-        """Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other
-        columns come as nulls that mean "not sent"); under FULL, all of it."""
-        old = row(values)
-        if old is None or relation.replica_identity == "f":
-            return old
-        return {k: v for k, v in old.items() if k in identity}
+class Change(NamedTuple):
+    """One record's share of a change: the rows as JSON objects (None for none)."""
+
+    op: str
+    key: Key
+    before: str | None
+    after: str | None
+    unchanged: list[str]
+    """Columns of ``after`` left out: a large (TOASTed) value the update did not change."""
+
+
+def position_fields(lsn: str, tx_id: int | None, commit_ms: int | None) -> str:
+    """The fields that close every record's value: where and when it was committed."""
+    tx = "null" if tx_id is None else str(tx_id)
+    ms = "null" if commit_ms is None else str(commit_ms)
+    return f',"lsn":"{lsn}","txId":{tx},"commitTs":{ms}}}'
+
+
+def change_value(table: str, change: Change, closing: str) -> bytes:
+    """A record's value in the layout above; ``closing`` from ``position_fields``."""
+    toast = f',"unchangedToast":{_COMPACT.encode(change.unchanged)}' if change.unchanged else ""
+    before = "null" if change.before is None else change.before
+    after = "null" if change.after is None else change.after
+    return (
+        f'{{"op":"{change.op}","table":{json_text(table)},"before":{before},"after":{after}'
+        f"{toast}{closing}"
+    ).encode()
+
+
+def changes_of(message: Insert | Update | Delete, relation: Relation, table: Table) -> list[Change]:
+    """The records a change makes. An update that changes the primary key is a delete
+    of the old key and an insert of the new one, so each key's records stay in order
+    in their partition."""
+    names, types = relation.names, relation.types
+    row = row_json(names, types)
+    # Under REPLICA IDENTITY DEFAULT the old row holds only the key (the other columns
+    # come as nulls that mean "not sent"); under FULL, all of it.
+    old_row = row if relation.replica_identity == "f" else row_json(names, types, relation.identity)
+    at = relation.position
 
     def key_of(values: Tuple) -> Key:
-        at = relation.position
-        return tuple(None if values[at[k]] is None else str(values[at[k]]) for k in table.key)
+        return tuple(None if (v := values[at[k]]) is None else str(v) for k in table.key)
 
     if isinstance(message, Insert):
-        return [("c", key_of(message.new), {"before": None, "after": row(message.new)})]
+        return [Change("c", key_of(message.new), None, row.write(message.new)[0], [])]
     if isinstance(message, Delete):
-        return [("d", key_of(message.old), {"before": before(message.old), "after": None})]
+        return [Change("d", key_of(message.old), old_row.write(message.old)[0], None, [])]
     new_key = key_of(message.new)
     old_key = key_of(message.old) if message.old is not None else new_key
+    before = None if message.old is None else old_row.write(message.old)[0]
+    after, unchanged = row.write(message.new)
     if old_key != new_key:
         return [
-            ("d", old_key, {"before": before(message.old), "after": None}),
-            ("c", new_key, {"before": None, "after": row(message.new)}),
+            Change("d", old_key, before, None, []),
+            Change("c", new_key, None, after, []),
         ]
-    unchanged = row_object(names, types, message.new)[1]
-    return [
-        (
-            "u",
-            new_key,
-            {
-                "before": before(message.old),
-                "after": row(message.new),
-                **({"unchangedToast": unchanged} if unchanged else {}),
-            },
-        )
-    ]
+    return [Change("u", new_key, before, after, unchanged)]

@@ -32,7 +32,7 @@ from psycopg import sql
 
 from onceflow.api.connector import SourceRecord, SourceTask, TaskContext
 from onceflow.connectors.postgres.catalog import Table, describe, text_columns
-from onceflow.connectors.postgres.change_records import encode, row_object
+from onceflow.connectors.postgres.change_records import record_key, row_value
 from onceflow.connectors.postgres.server_checks import in_recovery, standby_problem
 from onceflow.connectors.postgres.settings import (
     DEFAULTS,
@@ -181,13 +181,11 @@ class QueryTask(SourceTask):
     def _record(self, polled: Polled, row: tuple[Any, ...]) -> SourceRecord:
         t = polled.table
         polled.last = t.values(row, polled.order)
-        document, _ = row_object(t.columns, t.types, row)
-        key = {k: document[k] for k in t.key}
         return SourceRecord(
             source_partition={"table": t.name},
             source_offset={"after": list(polled.last)},
-            key=encode(key) if key else None,
-            value=encode(document),
+            key=record_key(t, t.values(row, t.key)) if t.key else None,
+            value=row_value(t, row).encode(),
         )
 
     def stop(self) -> None:

@@ -18,7 +18,13 @@ import psycopg
 
 from onceflow.api.connector import SourcePartition, SourceRecord, TaskContext
 from onceflow.connectors.postgres.catalog import Table
-from onceflow.connectors.postgres.change_records import encode, record_key, row_object
+from onceflow.connectors.postgres.change_records import (
+    Change,
+    change_value,
+    position_fields,
+    record_key,
+    row_value,
+)
 from onceflow.connectors.postgres.outage import Outage
 from onceflow.connectors.postgres.pgoutput import lsn_text
 from onceflow.connectors.postgres.replication import ReplicationLostError
@@ -80,33 +86,31 @@ class SnapshotPhase:
             self.outage.pause_or_give_up("the snapshot could not be read again", error)
             return []
         self.outage.end()
-        records = [self._record(table, row) for row in rows]
+        records = self._records(table, rows)
         if records and self.transactions is not None:
             self.transactions.commit_transaction()
         return records
 
-    def _record(self, table: Table, row: tuple[Any, ...]) -> SourceRecord:
-        key = table.values(row, table.key)
-        after, _ = row_object(table.columns, table.types, row)
-        return SourceRecord(
-            source_partition=self.partition,
-            source_offset={
-                **self.window.to_offset(),
-                "snapshot": {"table": table.name, "after": list(key)},
-            },
-            key=record_key(table, key),
-            value=encode(
-                {
-                    "op": "r",
-                    "table": table.name,
-                    "before": None,
-                    "after": after,
-                    "lsn": lsn_text(self.window.segments[-1].lsn),
-                    "txId": None,
-                    "commitTs": None,
-                }
-            ),
-        )
+    def _records(self, table: Table, rows: list[tuple[Any, ...]]) -> list[SourceRecord]:
+        """A chunk's records. What every row repeats (the window, the segment's
+        position) is worked out once: a chunk is read within one segment."""
+        if not rows:
+            return []
+        window = self.window.to_offset()
+        closing = position_fields(lsn_text(self.window.segments[-1].lsn), None, None)
+        records = []
+        for row in rows:
+            key = table.values(row, table.key)
+            read = Change("r", key, None, row_value(table, row), [])
+            records.append(
+                SourceRecord(
+                    source_partition=self.partition,
+                    source_offset={**window, "snapshot": {"table": table.name, "after": list(key)}},
+                    key=record_key(table, key),
+                    value=change_value(table.name, read, closing),
+                )
+            )
+        return records
 
     def close(self) -> None:
         """Ends the open segment, if any; a stopped task's next start opens another."""

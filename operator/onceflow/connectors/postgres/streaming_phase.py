@@ -32,7 +32,13 @@ import psycopg
 
 from onceflow.api.connector import Behind, SourcePartition, SourceRecord, TaskContext
 from onceflow.connectors.postgres.catalog import Table, key_after
-from onceflow.connectors.postgres.change_records import change_documents, encode, record_key
+from onceflow.connectors.postgres.change_records import (
+    Change,
+    change_value,
+    changes_of,
+    position_fields,
+    record_key,
+)
 from onceflow.connectors.postgres.outage import Outage
 from onceflow.connectors.postgres.pgoutput import (
     Begin,
@@ -70,13 +76,14 @@ class OpenTransaction:
     """The database transaction being streamed, with what each of its records
     repeats (its commit position as text, its commit time) worked out once."""
 
-    __slots__ = ("begin", "commit_ms", "final_lsn", "lsn")
+    __slots__ = ("begin", "closing", "commit_ms", "final_lsn", "lsn")
 
     def __init__(self, begin: Begin) -> None:
         self.begin = begin
         self.final_lsn = begin.final_lsn
         self.lsn = lsn_text(begin.final_lsn)
         self.commit_ms = epoch_ms(begin.commit_ts)
+        self.closing = position_fields(self.lsn, begin.xid, self.commit_ms)
 
 
 def stream_position(stored: Mapping[str, Any]) -> Position:
@@ -203,8 +210,8 @@ class StreamingPhase:
             relation = self.relations[message.relation]
             table = self.tables.get(relation.qualified)
             if table is not None:
-                for op, key, document in change_documents(message, relation, table):
-                    self._change(table, op, key, document, self._next_position(lsn), out)
+                for change in changes_of(message, relation, table):
+                    self._change(table, change, self._next_position(lsn), out)
         elif isinstance(message, Truncate):
             for index, oid in enumerate(message.relations):
                 table = self.tables.get(self.relations[oid].qualified)
@@ -222,18 +229,19 @@ class StreamingPhase:
     def _change(
         self,
         table: Table,
-        op: str,
-        key: Key,
-        document: dict[str, Any],
+        change: Change,
         position: Position,
         out: list[SourceRecord],
     ) -> None:
         window = self.window
-        if position <= self.position or already_read(
-            window.segments, table.name, key, position[0], window.order, self._key_after
+        if position <= self.position or (
+            window.segments  # none once the stream passed the snapshot's last export
+            and already_read(
+                window.segments, table.name, change.key, position[0], window.order, self._key_after
+            )
         ):
             return
-        self._emit(table, op, record_key(table, key), document, position, out)
+        self._emit(table, change, record_key(table, change.key), position, out)
 
     def _truncate(self, table: Table, change: tuple[int, int], out: list[SourceRecord]) -> None:
         """A truncate before every segment's export is in all of them (nothing to say);
@@ -253,14 +261,13 @@ class StreamingPhase:
                 "rows already written cannot be matched to it. Start the source afresh "
                 "(a new slot name)",
             )
-        self._emit(table, "t", None, {"before": None, "after": None}, position, out)
+        self._emit(table, Change("t", (), None, None, []), None, position, out)
 
     def _emit(
         self,
         table: Table,
-        op: str,
+        change: Change,
         key: bytes | None,
-        document: dict[str, Any],
         position: Position,
         out: list[SourceRecord],
     ) -> None:
@@ -280,16 +287,7 @@ class StreamingPhase:
                 "seq": position[2],
             },
             key=key,
-            value=encode(
-                {
-                    "op": op,
-                    "table": table.name,
-                    **document,
-                    "lsn": lsn,
-                    "txId": txn.begin.xid,
-                    "commitTs": commit_ms,
-                }
-            ),
+            value=change_value(table.name, change, txn.closing),
             timestamp_ms=commit_ms,
         )
         if self.held is not None:
