@@ -88,7 +88,7 @@ def _wait_for_slot(dsn: str, desired: DesiredTasks) -> None:
 def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
     kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
-    rows = 40_000
+    rows = 150_000
     table = _table(postgres_dsn)
     desired = _source(kafka_bootstrap, postgres_dsn, table)
     port = free_port()
@@ -104,7 +104,7 @@ def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
         )
         assert task.alive, task.log_path.read_text()[-2000:]
         # The time bound cut the large one: more Kafka transactions than the two
-        # database transactions (a machine writing 40k records within 1 s would not
+        # database transactions (a machine writing 150k records within 1 s would not
         # need it, and this says so).
         committed = scrape(port)["onceflow_source_transactions_committed_total"]
         assert committed > 2, committed
@@ -117,7 +117,7 @@ def test_a_transaction_outlasting_the_kafka_timeout_is_delivered_in_pieces(
 def test_a_task_killed_inside_a_large_transaction_resumes_inside_it(
     kafka_bootstrap: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
-    rows, cap = 24_000, 3_000
+    rows, cap = 120_000, 3_000
     table = _table(postgres_dsn)
     desired = _source(kafka_bootstrap, postgres_dsn, table, maxRecordsPerTransaction=cap)
     task = _started(desired, tmp_path, timeout_ms=60_000)
