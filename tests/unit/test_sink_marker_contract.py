@@ -1,6 +1,8 @@
 """The marker format and names of the exactly-once Kafka sink, checked against the
 shared contract (tests/fixtures/sink_marker_contract.json) that the JVM writer's
-MarkerContractTest reads too: a change on either side fails until both agree."""
+MarkerContractTest reads too: a change on either side fails until both agree. (Its
+"options" section, what a driver passes the JVM writer, is checked there only until the
+Python side passes them.)"""
 
 from __future__ import annotations
 
