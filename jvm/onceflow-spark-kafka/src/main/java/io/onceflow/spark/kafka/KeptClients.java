@@ -7,6 +7,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Optional;
 import java.util.function.Consumer;
+import java.util.function.LongSupplier;
 
 /**
  * Clients an executor keeps from one task to the next, so a partition written again here
@@ -22,13 +23,19 @@ final class KeptClients<T> {
   private final long idleLimitNanos;
   private final int capacity;
   private final Consumer<T> closer;
+  private final LongSupplier nanoTime;
   /** Oldest first. */
   private final ArrayDeque<Kept<T>> kept = new ArrayDeque<>();
 
   KeptClients(Duration idleLimit, int capacity, Consumer<T> closer) {
+    this(idleLimit, capacity, closer, System::nanoTime);
+  }
+
+  KeptClients(Duration idleLimit, int capacity, Consumer<T> closer, LongSupplier nanoTime) {
     this.idleLimitNanos = idleLimit.toNanos();
     this.capacity = capacity;
     this.closer = closer;
+    this.nanoTime = nanoTime;
   }
 
   /** The newest client kept under {@code key}, now the caller's. */
@@ -54,7 +61,7 @@ final class KeptClients<T> {
   void keep(String key, T client) {
     List<T> dropped = new ArrayList<>();
     synchronized (this) {
-      kept.addLast(new Kept<>(key, client, System.nanoTime()));
+      kept.addLast(new Kept<>(key, client, nanoTime.getAsLong()));
       dropStale(dropped);
     }
     dropped.forEach(closer);
@@ -71,7 +78,7 @@ final class KeptClients<T> {
 
   /** Collects, for closing outside the lock, clients kept too long or too many. */
   private void dropStale(List<T> dropped) {
-    long now = System.nanoTime();
+    long now = nanoTime.getAsLong();
     while (!kept.isEmpty()
         && (kept.size() > capacity || now - kept.peekFirst().keptAtNanos() > idleLimitNanos)) {
       dropped.add(kept.removeFirst().client());

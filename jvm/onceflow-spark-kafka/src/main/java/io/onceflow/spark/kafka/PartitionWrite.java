@@ -61,8 +61,7 @@ final class PartitionWrite {
     } catch (TransactionFailure e) {
       // Another task initialised the id since (or the broker forgot an idle producer):
       // nothing was committed, and the new producer aborts what this one sent.
-      LOG.info("{}: held producer lost its id ({}); initialising a new one",
-          producer.transactionalId(), e.getMessage());
+      LOG.info("a held producer lost its id ({}); initialising a new one", e.getMessage());
       producer.close();
       startNew();
     } catch (RuntimeException | Error e) {
@@ -135,7 +134,7 @@ final class PartitionWrite {
     try {
       producer.abort();
     } catch (TransactionFailure e) {
-      LOG.info("{}: abort after a failed task: {}", producer.transactionalId(), e.getMessage());
+      LOG.info("abort after a failed task: {}", e.getMessage());
     }
   }
 
