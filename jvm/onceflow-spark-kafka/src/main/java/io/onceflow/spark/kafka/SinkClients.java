@@ -8,11 +8,11 @@ import java.util.Optional;
  */
 interface SinkClients {
 
-  /** A new, uninitialised producer for the partition's transactional id. */
-  TransactionalProducer newProducer(SinkTarget target, int partition);
+    /** A new, uninitialised producer for the partition's transactional id. */
+    TransactionalProducer newProducer(SinkTarget target, int partition);
 
-  /** The partition's last committed marker, read back from the marker topic. */
-  Optional<SinkMarker> committedMarker(SinkTarget target, int partition);
+    /** The partition's last committed marker, read back from the marker topic. */
+    Optional<SinkMarker> committedMarker(SinkTarget target, int partition);
 
-  HeldProducers heldProducers();
+    HeldProducers heldProducers();
 }

@@ -1,13 +1,14 @@
 package io.onceflow.spark.kafka;
 
+import org.apache.kafka.clients.producer.MockProducer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import org.apache.kafka.clients.producer.MockProducer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * Kafka for the write protocol's tests: each new producer a {@link MockProducer}, markers
@@ -15,35 +16,36 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 final class MockSinkClients implements SinkClients {
 
-  static final TransactionalProducer.Deadlines QUICK =
-      new TransactionalProducer.Deadlines(Duration.ZERO, Duration.ZERO, Duration.ofSeconds(5));
+    static final TransactionalProducer.Deadlines QUICK =
+            new TransactionalProducer.Deadlines(
+                    Duration.ZERO, Duration.ZERO, Duration.ofSeconds(5));
 
-  final List<MockProducer<byte[], byte[]>> producers = new ArrayList<>();
-  final Map<Integer, SinkMarker> committed = new HashMap<>();
-  final HeldProducers held = new HeldProducers(Duration.ofMinutes(10), 16);
-  int markerReads;
+    final List<MockProducer<byte[], byte[]>> producers = new ArrayList<>();
+    final Map<Integer, SinkMarker> committed = new HashMap<>();
+    final HeldProducers held = new HeldProducers(Duration.ofMinutes(10), 16);
+    int markerReads;
 
-  @Override
-  public TransactionalProducer newProducer(SinkTarget target, int partition) {
-    MockProducer<byte[], byte[]> mock =
-        new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer());
-    producers.add(mock);
-    return new TransactionalProducer(
-        mock, target.transactionalId(partition), target.transactionTimeoutMs(), QUICK);
-  }
+    @Override
+    public TransactionalProducer newProducer(SinkTarget target, int partition) {
+        MockProducer<byte[], byte[]> mock =
+                new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer());
+        producers.add(mock);
+        return new TransactionalProducer(
+                mock, target.transactionalId(partition), target.transactionTimeoutMs(), QUICK);
+    }
 
-  @Override
-  public Optional<SinkMarker> committedMarker(SinkTarget target, int partition) {
-    markerReads++;
-    return Optional.ofNullable(committed.get(partition));
-  }
+    @Override
+    public Optional<SinkMarker> committedMarker(SinkTarget target, int partition) {
+        markerReads++;
+        return Optional.ofNullable(committed.get(partition));
+    }
 
-  @Override
-  public HeldProducers heldProducers() {
-    return held;
-  }
+    @Override
+    public HeldProducers heldProducers() {
+        return held;
+    }
 
-  MockProducer<byte[], byte[]> last() {
-    return producers.get(producers.size() - 1);
-  }
+    MockProducer<byte[], byte[]> last() {
+        return producers.get(producers.size() - 1);
+    }
 }
