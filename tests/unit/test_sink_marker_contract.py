@@ -1,8 +1,8 @@
 """The marker format and names of the exactly-once Kafka sink, checked against the
 shared contract (tests/fixtures/sink_marker_contract.json) that the JVM writer's
-MarkerContractTest reads too: a change on either side fails until both agree. (Its
-"options" section, what a driver passes the JVM writer, is checked there only until the
-Python side passes them.)"""
+MarkerContractTest reads too: a change on either side fails until both agree. Its
+"options" section is what a driver passes the JVM writer: the Java side parses each
+vector, this side makes each one it takes from its "driver" (``jvm_options``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from onceflow.eos.sink_markers import marker_keys, marker_partition
 from onceflow.logic.sink_markers import Layout, SinkMarker, already_written
 from onceflow.model.spark_names import sink_transactional_id_stem
+from onceflow.spark.jvm_writer import jvm_options
 from onceflow.spark.kafka_sink import sink_target
 
 CONTRACT = json.loads(
@@ -85,3 +86,32 @@ def test_only_the_same_query_and_layout_skips(vector: dict[str, Any]) -> None:
     layout = Layout(vector["layout"]["topic"], vector["layout"]["partitions"])
     marker = _marker(vector["marker"])
     assert already_written(marker, vector["query"], vector["batch"], layout) is vector["skip"]
+
+
+TAKEN = [vector for vector in CONTRACT["options"] if vector["target"] != "error"]
+
+
+@pytest.mark.parametrize("vector", TAKEN, ids=[vector["why"] for vector in TAKEN])
+def test_a_driver_passes_the_jvm_writer_exactly_the_contracts_options(
+    vector: dict[str, Any],
+) -> None:
+    """The sink as the driver holds it (its prefix and job, the pipeline's librdkafka
+    settings, the resolved marker topic, the bound query) makes exactly the options the
+    Java side parses into the vector's target."""
+    driver, expected = vector["driver"], vector["target"]
+    target = dataclasses.replace(
+        sink_target(
+            expected["clientSettings"]["bootstrap.servers"],
+            driver["librdkafka"],
+            expected["topic"],
+            expected["partitions"],
+            driver["prefix"],
+            driver["job"],
+            fail_once_flag=expected["failOnceFlag"],
+            transaction_timeout_ms=expected["transactionTimeoutMs"],
+        ),
+        marker_partitions=expected["markerPartitions"],
+        query=expected["query"],
+    )
+    assert target.marker_topic == expected["markerTopic"]
+    assert jvm_options(target, expected["batch"]) == vector["options"]
