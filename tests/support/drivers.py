@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from onceflow.api.driver import SparkJobSettings
+from onceflow.api.spark import Trigger
 from onceflow.spark.job import CHAOS_EXIT_CODE
 from tests.support.checkpoint import batch_in_flight, forget_batch, last_batch
 from tests.support.proc import kill_process_tree
@@ -49,6 +50,15 @@ def start_driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[
                 "JAVA_TOOL_OPTIONS": SHORT_LIVED_JVM,
             },
         )
+
+
+DRAIN = Trigger(available_now=True)
+
+
+def drain(settings: SparkJobSettings, workdir: Path) -> None:
+    """A driver run to the end of its input (availableNow), which must exit cleanly."""
+    driver = start_driver(settings.model_copy(update={"trigger": DRAIN}), workdir)
+    assert driver.wait(300) == 0, driver_log(workdir)
 
 
 def run_driver_until(

@@ -435,6 +435,18 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
     return write
 
 
+def write_shuffled(
+    grouped: Any, target: SinkTarget, batch_id: int, writer: KafkaSinkWriter
+) -> None:
+    """The executors' half of a batch: its rows, shuffled to their output partitions
+    (``shuffled_to_output_partitions``), written by ``writer``, each output partition
+    with its marker in one transaction, a partition the batch is already in skipped."""
+    if writer == "jvm":
+        write_in_jvm(grouped, target, batch_id)
+    else:
+        grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
+
+
 def where_batch_started(target: SinkTarget, batch_id: int, admin: AdminClient) -> SinkTarget:
     """The target a driver's first batch must be written to. Only that batch can be one
     an earlier driver left in flight, perhaps in another layout or under the ids of a
@@ -485,10 +497,7 @@ class ExactlyOnceKafkaSink:
             self.checkpoint.claim()
         grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
-            if self.writer == "jvm":
-                write_in_jvm(grouped, target, batch_id)
-            else:
-                grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
+            write_shuffled(grouped, target, batch_id, self.writer)
         except self.failures as error:  # surfaced on the driver: fail the batch, keep state
             raise RuntimeError(f"exactly-once Kafka sink failed in batch {batch_id}") from error
 
