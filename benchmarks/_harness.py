@@ -163,10 +163,20 @@ def steady(samples: Sequence[tuple[float, int]], start: int, end: int) -> float:
     return (high[1] - low[1]) / (high[0] - low[0])
 
 
+class OnceflowRun:
+    """An `onceflow run` of one KafkaSource: its process, and its manifest, which the
+    run watches (``state`` edits ``spec.state`` as a user would)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], manifest: Path, docs: list[Any]) -> None:
+        self.process, self.manifest, self.docs = process, manifest, docs
+
+    def state(self, state: str) -> None:
+        self.docs[1]["spec"]["state"] = state
+        self.manifest.write_text(yaml.safe_dump_all(self.docs))
+
+
 @contextlib.contextmanager
-def onceflow_run(
-    bootstrap: str, name: str, source: dict[str, Any]
-) -> Iterator[subprocess.Popen[bytes]]:
+def onceflow_run(bootstrap: str, name: str, source: dict[str, Any]) -> Iterator[OnceflowRun]:
     """`onceflow run` of one KafkaSource ``name`` (``source``: its spec but the
     pipeline) in an exactly-once Pipeline of the same name, in a process of its own as
     a Connect worker is, until the block ends (SIGTERM, then its state is removed)."""
@@ -194,7 +204,7 @@ def onceflow_run(
         stdout=subprocess.DEVNULL,
     )
     try:
-        yield run
+        yield OnceflowRun(run, state / "source.yaml", manifests)
     finally:
         run.send_signal(signal.SIGTERM)
         run.wait(60)
