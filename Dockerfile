@@ -7,8 +7,8 @@
 #
 # The stages are ordered by how often their inputs change, so that a code change
 # rebuilds only the last, small layer (seconds) and reuses the 2 GB below it:
-# toolchain (no inputs) -> deps (the dependency list and the jar scripts) -> runtime
-# (the JRE and the user) -> the package itself.
+# toolchain (no inputs) -> deps (the dependency list and the jar scripts) -> the JVM
+# sink writer (its Java sources) -> runtime (the JRE and the user) -> the package itself.
 ARG BASE=docker.io/library/debian:bookworm-slim
 
 FROM ${BASE} AS toolchain
@@ -46,6 +46,19 @@ RUN spark_home="$("$VENV/bin/python" -c 'import pyspark, os; print(os.path.dirna
  && ln -s "$spark_home" /opt/onceflow/spark \
  && rm -rf /tmp/cache /root/.m2
 
+# Onceflow's JVM exactly-once writer for the Spark Kafka sink, built against the venv's
+# pyspark and tested (the marker contract shared with the Python writer among its tests).
+# A stage of its own, on deps: a Java edit rebuilds it and one small layer below the
+# package, never deps.
+FROM deps AS jvm-writer
+COPY scripts/jvm-writer.sh ./scripts/
+COPY tests/fixtures/sink_marker_contract.json ./tests/fixtures/
+COPY jvm/onceflow-spark-kafka ./jvm/onceflow-spark-kafka
+RUN libs="$(ONCEFLOW_CACHE=/tmp/cache PYTHON="$VENV/bin/python" bash scripts/jvm-writer.sh)" \
+ && mkdir -p /opt/onceflow/jars \
+ && cp "$libs"/onceflow-spark-kafka-*.jar /opt/onceflow/jars/ \
+ && rm -rf /tmp/cache /root/.m2
+
 FROM ${BASE}
 # tini reaps zombies and forwards signals as PID 1 (a SIGTERM must reach the task so
 # it can finish its transaction); procps gives Spark's scripts `ps`.
@@ -64,6 +77,10 @@ ENV PATH=/opt/onceflow/venv/bin:$PATH \
     PYSPARK_PYTHON=/opt/onceflow/venv/bin/python \
     PYTHONUNBUFFERED=1
 COPY image/entrypoint.sh /opt/onceflow/entrypoint.sh
+# The writer's jar linked into $SPARK_HOME/jars, where the Kafka connector's jars are
+# too: on every driver's and executor's classpath without spark.jars.
+COPY --from=jvm-writer /opt/onceflow/jars/ /opt/onceflow/jars/
+RUN ln -s /opt/onceflow/jars/onceflow-spark-kafka-*.jar /opt/onceflow/spark/jars/
 # The package last. pyproject names README.md as the long description; the image has
 # no use for it, and a README edit must not rebuild the image.
 COPY pyproject.toml /tmp/onceflow/

@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars \
+.PHONY: crds install kafka-up kafka-down k8s-build k8s-up k8s-down node-up node-down spark-jars jvm-writer \
         postgres-up postgres-down s3-up s3-down image testbed-deps lint typecheck imports check unit test \
         e2e-cluster chaos conformance campaign dashboard-picture demo clean
 
@@ -46,6 +46,11 @@ node-down:
 spark-jars: install
 	@bash scripts/spark-jars.sh
 
+# The JVM exactly-once writer for the Spark Kafka sink (jvm/onceflow-spark-kafka), built
+# and tested against the installed pyspark; prints the directory holding the jar.
+jvm-writer: install
+	@bash scripts/jvm-writer.sh
+
 postgres-up:
 	@bash scripts/postgres.sh up
 postgres-down:
@@ -66,6 +71,7 @@ image:
 testbed-deps: install
 	@bash scripts/kafka.sh libs >/dev/null
 	@bash scripts/spark-jars.sh >/dev/null
+	@bash scripts/jvm-writer.sh >/dev/null
 	@$(BIN)/python -m tests.support.spark_archive >/dev/null
 	@bash scripts/k8s-build.sh >/dev/null
 	@bash scripts/node.sh deps

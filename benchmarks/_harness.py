@@ -1,15 +1,28 @@
-"""Shared pieces of the benchmarks: an in-process task run and a fresh topic."""
+"""Shared pieces of the benchmarks: an in-process task run and a fresh topic; a
+source run by `onceflow run` in a process of its own; a Kafka Connect worker's REST
+API; the steady-state rate of a count sampled over time."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import cProfile
+import json
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import yaml
 
 from onceflow.api import ExactlyOnceMode, TransactionBoundary
 from onceflow.api.connector import SourceConnector
@@ -136,3 +149,87 @@ def run_task(
     return TaskRun(
         runner.metrics.records / (ended - task_start), settings.topic, task_start - started
     )
+
+
+def steady(samples: Sequence[tuple[float, int]], start: int, end: int) -> float:
+    """Counts/s between 10 % and 90 % of the way from ``start`` to ``end``, from
+    (time, count) ``samples`` in order: the steady state, so what starting costs (a
+    JVM's warm-up, Python's imports, a connector's set-up) and a slow tail count for
+    neither side."""
+    low = next(s for s in samples if s[1] >= start + (end - start) * 0.1)
+    high = next(s for s in samples if s[1] >= start + (end - start) * 0.9)
+    if high[0] <= low[0]:
+        raise ValueError(f"one sample spans 10-90 % of {start}..{end}: too few to time")
+    return (high[1] - low[1]) / (high[0] - low[0])
+
+
+class OnceflowRun:
+    """An `onceflow run` of one KafkaSource: its process, and its manifest, which the
+    run watches (``state`` edits ``spec.state`` as a user would)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], manifest: Path, docs: list[Any]) -> None:
+        self.process, self.manifest, self.docs = process, manifest, docs
+
+    def state(self, state: str) -> None:
+        self.docs[1]["spec"]["state"] = state
+        self.manifest.write_text(yaml.safe_dump_all(self.docs))
+
+
+@contextlib.contextmanager
+def onceflow_run(bootstrap: str, name: str, source: dict[str, Any]) -> Iterator[OnceflowRun]:
+    """`onceflow run` of one KafkaSource ``name`` (``source``: its spec but the
+    pipeline) in an exactly-once Pipeline of the same name, in a process of its own as
+    a Connect worker is, until the block ends (SIGTERM, then its state is removed)."""
+    manifests = [
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name},
+            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "KafkaSource",
+            "metadata": {"name": name},
+            "spec": {"pipeline": name, **source},
+        },
+    ]
+    state = Path(tempfile.mkdtemp(prefix="onceflow-bench-"))
+    (state / "source.yaml").write_text(yaml.safe_dump_all(manifests))
+    run = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "onceflow", "run", str(state / "source.yaml"), "--quiet"),
+            *("--bootstrap", bootstrap, "--state-dir", str(state / "run")),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        yield OnceflowRun(run, state / "source.yaml", manifests)
+    finally:
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+class ConnectRestError(RuntimeError):
+    """A Connect worker's refusal, with its status and what it said (a config's
+    problems, a connector it does not know)."""
+
+    def __init__(self, method: str, url: str, status: int, said: str) -> None:
+        super().__init__(f"{method} {url}: {status} {said}")
+        self.status = status
+
+
+def connect_rest(url: str, method: str = "GET", body: object | None = None) -> Any:
+    """A Kafka Connect worker's REST call; its JSON answer (None when it has none)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            text = answer.read()
+    except urllib.error.HTTPError as error:
+        said = error.read().decode(errors="replace")
+        raise ConnectRestError(method, url, error.code, said) from None
+    return json.loads(text) if text else None

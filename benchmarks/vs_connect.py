@@ -12,18 +12,10 @@ counts for neither.
 from __future__ import annotations
 
 import argparse
-import json
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 import uuid
-from pathlib import Path
 
-import yaml
-from _harness import JSON_OVERHEAD
+from _harness import JSON_OVERHEAD, connect_rest, onceflow_run, steady
 
 from onceflow.eos.consume import end_offsets
 from onceflow.eos.topics import ensure_topic
@@ -51,66 +43,30 @@ def steady_rate(bootstrap: str, topic: str, records: int) -> float:
             raise TimeoutError(f"{topic}: stuck at {end} offsets, {records} records expected")
         time.sleep(0.1)
     final = samples[-1][1]
-    low = next(s for s in samples if s[1] >= final * 0.1)
-    high = next(s for s in samples if s[1] >= final * 0.9)
-    return (high[1] - low[1]) / (high[0] - low[0]) * records / final
+    return steady(samples, 0, final) * records / final
 
 
 def onceflow_rate(bootstrap: str, size: int, poll: int, records: int) -> float:
     name = f"vs-{uuid.uuid4().hex[:6]}"
     topic = f"{name}.out"
     ensure_topic(bootstrap, topic, partitions=PARTITIONS)
-    manifests = [
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "Pipeline",
-            "metadata": {"name": name},
-            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "KafkaSource",
-            "metadata": {"name": name},
-            "spec": {
-                "pipeline": name,
-                "topic": topic,
-                "tasksMax": TASKS,
-                "exactlyOnceSupport": "required",
-                "transactionBoundary": "poll",
-                "connector": {
-                    "type": "sequence",
-                    "config": {
-                        "streams": STREAMS,
-                        "limit": records // STREAMS,
-                        "batchSize": poll,
-                        "padBytes": max(0, size - JSON_OVERHEAD),
-                    },
-                },
+    source = {
+        "topic": topic,
+        "tasksMax": TASKS,
+        "exactlyOnceSupport": "required",
+        "transactionBoundary": "poll",
+        "connector": {
+            "type": "sequence",
+            "config": {
+                "streams": STREAMS,
+                "limit": records // STREAMS,
+                "batchSize": poll,
+                "padBytes": max(0, size - JSON_OVERHEAD),
             },
         },
-    ]
-    state = Path(tempfile.mkdtemp(prefix="onceflow-vs-"))
-    (state / "source.yaml").write_text(yaml.safe_dump_all(manifests))
-    run = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "onceflow", "run", str(state / "source.yaml"), "--quiet"),
-            *("--bootstrap", bootstrap, "--state-dir", str(state / "run")),
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
+    }
+    with onceflow_run(bootstrap, name, source):
         return steady_rate(bootstrap, topic, records)
-    finally:
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-
-
-def _rest(url: str, method: str, body: object | None = None) -> None:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data, method=method, headers={"Content-Type": "application/json"}
-    )
-    urllib.request.urlopen(request, timeout=30).close()
 
 
 def connect_rate(worker: str, bootstrap: str, size: int, poll: int, records: int) -> float:
@@ -128,11 +84,11 @@ def connect_rate(worker: str, bootstrap: str, size: int, poll: int, records: int
         "batch.size": str(poll),
         "pad.bytes": str(max(0, size - JSON_OVERHEAD)),
     }
-    _rest(f"{worker}/connectors", "POST", {"name": name, "config": config})
+    connect_rest(f"{worker}/connectors", "POST", {"name": name, "config": config})
     try:
         return steady_rate(bootstrap, topic, records)
     finally:
-        _rest(f"{worker}/connectors/{name}", "DELETE")
+        connect_rest(f"{worker}/connectors/{name}", "DELETE")
 
 
 def main() -> None:

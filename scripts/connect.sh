@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # connect.sh up|down|libs — a single-node Kafka Connect worker in distributed mode
 # (exactly.once.source.support=enabled) on loopback, with benchmarks/connect's
-# counting source connector on its classpath; for benchmarks/vs_connect.py only. Jars
-# come from Maven Central (cached per Kafka version and connector source); state and
-# logs live in .onceflow/connect/. Needs the broker (kafka.sh up).
+# counting source connector on its classpath; for benchmarks/vs_connect.py (and, with
+# Debezium's connector, vs_debezium.py). Jars come from Maven Central (cached per Kafka
+# version and connector source); state and logs live in .onceflow/connect/. Needs the
+# broker (kafka.sh up).
+#
+# The same worker can carry more plugins, in class loaders of their own
+# (scripts/debezium.sh): CONNECT_PLUGIN_PATH is then its plugin.path, and
+# CONNECT_EXPECT the connector classes (simple names) it must list to count as ready.
+# A running worker that lacks one is restarted with them; one that has more is kept.
 source "$(dirname "$0")/lib.sh"
 stdout_is_value
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
@@ -15,6 +21,8 @@ CACHE="$ONCEFLOW_CACHE/connect/$KAFKA_VERSION-$DIGEST"
 DIR="$ONCEFLOW_STATE/connect"
 PIDFILE="$DIR/worker.pid"
 URL="http://127.0.0.1:$CONNECT_PORT"
+PLUGIN_PATH="${CONNECT_PLUGIN_PATH:-}"
+EXPECT="CountingSourceConnector ${CONNECT_EXPECT:-}"
 
 fetch_libs() {
   maven_libs "$SOURCE/pom.xml" "$CACHE" "counting-source-1.jar" -Dkafka.version="$KAFKA_VERSION"
@@ -35,9 +43,13 @@ exactly.once.source.support=enabled
 key.converter=org.apache.kafka.connect.storage.StringConverter
 value.converter=org.apache.kafka.connect.storage.StringConverter
 listeners=$URL
-# The connector is on the classpath, not in a plugin directory.
+# The counting connector is on the classpath, other plugins in plugin.path: a scan
+# finds both, with or without ServiceLoader manifests.
 plugin.discovery=only_scan
 PROPS
+  if [[ -n "$PLUGIN_PATH" ]]; then
+    echo "plugin.path=$PLUGIN_PATH" >>"$DIR/worker.properties"
+  fi
   cat >"$DIR/log4j2.properties" <<PROPS
 status = warn
 appender.file.type = File
@@ -50,7 +62,13 @@ rootLogger.appenderRef.file.ref = file
 PROPS
 }
 
-worker_ready() { curl -sf "$URL/connector-plugins" | grep -q CountingSourceConnector; }
+worker_ready() {
+  local plugins class
+  plugins="$(curl -sf "$URL/connector-plugins")" || return 1
+  for class in $EXPECT; do
+    grep -qF ".$class\"" <<<"$plugins" || return 1
+  done
+}
 
 up() {
   if pid_alive "$PIDFILE" && worker_ready; then

@@ -11,6 +11,7 @@ source "$(dirname "$0")/lib.sh"
 IMAGES="$ONCEFLOW_CACHE/images"
 BASE_IMAGE="localhost/onceflow-base:bookworm"
 DEPS_IMAGE="localhost/onceflow-deps:latest"
+WRITER_IMAGE="localhost/onceflow-jvm-writer:latest"
 NPROC=32768
 mkdir -p "$IMAGES" "$ONCEFLOW_STATE/podman"
 
@@ -70,7 +71,8 @@ base_image() {
 context_tag() {
   (cd "$ONCEFLOW_ROOT" && git ls-files -z Dockerfile .dockerignore pyproject.toml \
       operator image scripts/lib.sh scripts/spark-jars.sh scripts/maven/spark-kafka \
-      scripts/maven/spark-s3a \
+      scripts/maven/spark-s3a scripts/jvm-writer.sh jvm/onceflow-spark-kafka \
+      tests/fixtures/sink_marker_contract.json \
       | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
@@ -87,9 +89,12 @@ build() {
       # The deps stage gets a name of its own so the prune below keeps its layers (2 GB:
       # Java, pyspark, the jars) for the next build, which then reruns only the layers
       # of the package itself. A new deps stage leaves the old one unnamed, and pruned.
+      # So does the JVM writer's stage, whose jar every build copies: unnamed, it would
+      # be pruned and rebuilt (Maven, its tests) for a Python edit.
       local build=(podman_here build --network host --build-arg "BASE=$BASE_IMAGE"
         --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit "nproc=$NPROC:$NPROC")
       "${build[@]}" --target deps -t "$DEPS_IMAGE" "$ONCEFLOW_ROOT"
+      "${build[@]}" --target jvm-writer -t "$WRITER_IMAGE" "$ONCEFLOW_ROOT"
       "${build[@]}" -t "$image" "$ONCEFLOW_ROOT"
       podman_here image prune -f >/dev/null  # stages nothing names any more
       # Earlier builds of this image (2.3 GB each) would fill the disk: the layout

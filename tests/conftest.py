@@ -16,7 +16,7 @@ import pytest
 from tests.support.kafka_cluster import KafkaCluster
 from tests.support.node import Node
 from tests.support.spark_archive import spark_submit_options
-from tests.support.testbed import ScriptedService, spark_jars
+from tests.support.testbed import ScriptedService, jvm_writer_jars, spark_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -124,11 +124,13 @@ def s3_endpoint() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The drivers' own local SparkSession (Kafka connector jars, this interpreter for
-    Python workers), so tests run Spark exactly as `onceflow spark-job` does."""
+    """The drivers' own local SparkSession (Kafka connector jars, the JVM sink writer's,
+    this interpreter for Python workers), so tests run Spark exactly as `onceflow
+    spark-job` does."""
     from onceflow.spark.session import local_session
 
     os.environ.setdefault("ONCEFLOW_SPARK_JARS", str(Path(spark_jars()[0]).parent))
+    os.environ.setdefault("ONCEFLOW_WRITER_JARS", str(Path(jvm_writer_jars()[0]).parent))
     session = local_session("onceflow-tests")
     try:
         yield session

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from onceflow.api.driver import SparkJobSettings
-from onceflow.api.spark import Trigger
 from tests.support.checkpoint import last_batch, planned_ends
 from tests.support.copy_job import (
     DRIVER_KILLS,
@@ -47,7 +46,9 @@ from tests.support.copy_job import (
     produce_input,
 )
 from tests.support.drivers import (
+    DRAIN,
     die_between_sink_commit_and_checkpoint,
+    drain,
     driver_log,
     kill_drivers,
     start_driver,
@@ -55,7 +56,6 @@ from tests.support.drivers import (
 from tests.support.kafka import new_topic
 
 SEED = 42
-DRAIN = Trigger(available_now=True)
 RESET_BATCH_OFFSETS = 1_000_000
 """Stage d's batches: the new query's batch 0 holds all the input, old and new, so a
 sink that took it for the old query's batch 0 would drop everything."""
@@ -232,12 +232,6 @@ def _exactly(audit: SinkAudit, what: str) -> None:
     assert audit.ok, f"{what}: {audit}"
 
 
-def _drain(settings: SparkJobSettings, workdir: Path) -> None:
-    assert start_driver(settings.model_copy(update={"trigger": DRAIN}), workdir).wait(300) == 0, (
-        driver_log(workdir)
-    )
-
-
 def _planned_input(source: CommittedInput, checkpoint: Path) -> Callable[[int], Expected]:
     """The input of batches 0 to a batch, as the checkpoint planned them."""
     return lambda batch: source.through(planned_ends(checkpoint, batch))
@@ -282,7 +276,7 @@ def _reset_checkpoint(
         final = subject.audit(first.records())
         _exactly(final, "d: refused after the checkpoint's reset, nothing lost or added")
         return final
-    _drain(reset, workdir)
+    drain(reset, workdir)
     final = subject.audit(first.records() + first.records() + second.records())
     _exactly(final, "d: after the checkpoint's reset, the old input twice and the new once")
     if old_markers is not None:
@@ -338,7 +332,7 @@ def run_sink_kit(
             "max_offsets_per_trigger": max(1, sum(later.values()) // 2),
         }
     )
-    _drain(changed, workdir)
+    drain(changed, workdir)
     drained = subject.audit(first.records())
     _exactly(drained, f"c: batch {in_flight} finished after the change, then the rest")
     # Only before the reset: the new query writes every key's numbers from 1 again.

@@ -56,10 +56,11 @@ def out_of_order(pairs: Iterable[Record]) -> int:
 
 
 class KafkaSubject(SinkSubject):
-    """Onceflow's transactional Kafka sink, copying the input's records as they are. Its
-    layout is the output topic and its partition count; the change moves the job from
-    two partitions to three on a new topic (the sink refuses another count on a topic
-    it wrote). Read ``read_committed``, every topic the job wrote to together."""
+    """Onceflow's transactional Kafka sink, copying the input's records as they are,
+    through its default writer (the JVM one). Its layout is the output topic and its
+    partition count; the change moves the job from two partitions to three on a new
+    topic (the sink refuses another count on a topic it wrote). Read
+    ``read_committed``, every topic the job wrote to together."""
 
     name = "kafka"
 
@@ -114,6 +115,17 @@ class KafkaSubject(SinkSubject):
             if not found.ok or found.disorder:
                 problems.append(f"{topic} must hold exactly batches {what}: {found}")
         return problems
+
+
+class KafkaPythonWriterSubject(KafkaSubject):
+    """The same sink through its Python writer (``kafkaSinkWriter: python``), the JVM
+    writer's fallback, for as long as it is kept."""
+
+    name = "kafka-python"
+
+    def settings(self, bootstrap: str, source_topic: str, workdir: Path) -> SparkJobSettings:
+        job = super().settings(bootstrap, source_topic, workdir)
+        return job.model_copy(update={"kafka_sink_writer": "python"})
 
 
 class Marked(NamedTuple):

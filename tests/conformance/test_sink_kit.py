@@ -1,7 +1,8 @@
-"""Every exactly-once sink of Onceflow's Spark jobs through the sink conformance kit
-(sink_kit.py): a driver stopped between the sink's commit and the checkpoint's, drivers
-SIGKILLed inside batches, a layout and prefix change with a batch in flight, and a lost
-checkpoint; after each, exactly what the committed input says, never an aborted record.
+"""Every exactly-once sink of Onceflow's Spark jobs (the Kafka sink through each of its
+writers) through the sink conformance kit (sink_kit.py): a driver stopped between the
+sink's commit and the checkpoint's, drivers SIGKILLed inside batches, a layout and
+prefix change with a batch in flight, and a lost checkpoint; after each, exactly what
+the committed input says, never an aborted record.
 
 Size: ONCEFLOW_CHAOS_DRIVER_KILLS (default 3) kills per sink, the input growing with
 it; a run takes that many driver lives plus four.
@@ -17,6 +18,7 @@ from tests.conformance.fixtures import FixtureLookup
 from tests.conformance.sink_kit import SinkKitSize, SinkSubject, run_sink_kit
 from tests.conformance.sink_subjects import (
     FileSinkSubject,
+    KafkaPythonWriterSubject,
     KafkaSubject,
     PostgresAppendSubject,
     PostgresUpsertSubject,
@@ -28,6 +30,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(SIZE.tim
 
 SINKS = [
     pytest.param(KafkaSubject, id=KafkaSubject.name),
+    pytest.param(KafkaPythonWriterSubject, id=KafkaPythonWriterSubject.name),
     pytest.param(PostgresAppendSubject, id=PostgresAppendSubject.name, marks=pytest.mark.postgres),
     pytest.param(PostgresUpsertSubject, id=PostgresUpsertSubject.name, marks=pytest.mark.postgres),
     pytest.param(FileSinkSubject, id=FileSinkSubject.name),

@@ -1,8 +1,9 @@
 """The image, built here and run with podman: every role starts as a named non-root
 user, and a Spark driver started the way Spark on Kubernetes starts it (`driver …`)
-copies a topic exactly once with the connector the image ships (no `spark.jars`), its
-checkpoint in S3 through the S3A filesystem the image ships. (A checkpoint on a local
-path, a claim, is the real-node test's: tests/e2e/test_real_node.py.)"""
+copies a topic exactly once with the connector and the JVM sink writer the image ships
+(no `spark.jars`), its checkpoint in S3 through the S3A filesystem the image ships. (A
+checkpoint on a local path, a claim, is the real-node test's:
+tests/e2e/test_real_node.py.)"""
 
 from __future__ import annotations
 

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from onceflow.api.driver import SparkJobSettings
+from onceflow.api.spark import Trigger
 from onceflow.spark.job import CHAOS_EXIT_CODE
 from tests.support.checkpoint import batch_in_flight, forget_batch, last_batch
 from tests.support.proc import kill_process_tree
-from tests.support.testbed import ROOT, spark_jars
+from tests.support.testbed import ROOT, jvm_writer_jars, spark_jars
 from tests.support.waiting import wait_for
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
@@ -45,9 +46,19 @@ def start_driver(settings: SparkJobSettings, workdir: Path) -> subprocess.Popen[
                 **os.environ,
                 "PYTHONPATH": str(ROOT),
                 "ONCEFLOW_SPARK_JARS": str(Path(spark_jars()[0]).parent),
+                "ONCEFLOW_WRITER_JARS": str(Path(jvm_writer_jars()[0]).parent),
                 "JAVA_TOOL_OPTIONS": SHORT_LIVED_JVM,
             },
         )
+
+
+DRAIN = Trigger(available_now=True)
+
+
+def drain(settings: SparkJobSettings, workdir: Path) -> None:
+    """A driver run to the end of its input (availableNow), which must exit cleanly."""
+    driver = start_driver(settings.model_copy(update={"trigger": DRAIN}), workdir)
+    assert driver.wait(300) == 0, driver_log(workdir)
 
 
 def run_driver_until(

@@ -75,6 +75,23 @@ def spark_jars() -> list[str]:
     return sorted(str(p) for p in libs.glob("*.jar"))
 
 
+def jvm_writer_jars() -> list[str]:
+    """Paths of the JVM sink writer's jar built from this checkout (scripts/jvm-writer.sh:
+    built and tested on first use, then cached by its sources' digest)."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "jvm-writer.sh")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        check=False,
+        timeout=1800,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"scripts/jvm-writer.sh failed:\n{out.stderr[-3000:]}")
+    libs = Path(out.stdout.strip())
+    return sorted(str(p) for p in libs.glob("onceflow-spark-kafka-*.jar"))
+
+
 def onceflow_image() -> str:
     """The image built from this checkout (scripts/image.sh: cached by content)."""
     out = subprocess.run(

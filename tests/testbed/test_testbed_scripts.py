@@ -9,6 +9,7 @@ writes ANSI codes and chatter to stdout, as a cold `mvn -q -B` once did.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -130,6 +131,25 @@ def test_cold_cache_script_prints_only_its_value(
     assert any(call.startswith(f"{tool} ") for call in calls), "the cold path never ran"
     assert done.stdout == f"{cold_env['ONCEFLOW_CACHE']}/{value}\n"
     assert "\033[0m" in done.stderr, "the tool's output should reach stderr, not vanish"
+
+
+def test_debezium_script_prints_only_its_plugin_path(cold_env: dict[str, str]) -> None:
+    """`debezium.sh libs` hands connect.sh's worker a plugin.path: its cache is keyed
+    by Debezium's version and the POM, like connect.sh's."""
+    pom = (ROOT / "benchmarks" / "debezium" / "pom.xml").read_bytes()
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "debezium.sh"), "libs"],
+        capture_output=True,
+        text=True,
+        env=cold_env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "-Ddebezium.version=3.6.1.Final" in Path(cold_env["FAKE_CALLS"]).read_text()
+    digest = hashlib.sha256(pom).hexdigest()[:12]
+    assert done.stdout == f"{cold_env['ONCEFLOW_CACHE']}/debezium/3.6.1.Final-{digest}/libs\n"
+    assert "\033[0m" in done.stderr
 
 
 def test_a_cold_image_build_prints_only_the_image_reference(cold_env: dict[str, str]) -> None:

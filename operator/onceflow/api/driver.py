@@ -17,7 +17,16 @@ from pydantic import Field
 from onceflow.api.base import ApiModel
 from onceflow.api.input_reset import InputOffset
 from onceflow.api.pipeline import ExactlyOnceMode
-from onceflow.api.spark import Dedup, OutputMode, Sink, Transform, Trigger, Watermark
+from onceflow.api.spark import (
+    DEFAULT_KAFKA_SINK_WRITER,
+    Dedup,
+    KafkaSinkWriter,
+    OutputMode,
+    Sink,
+    Transform,
+    Trigger,
+    Watermark,
+)
 
 
 class DriverDrills(ApiModel):
@@ -90,6 +99,13 @@ class SparkJobSettings(DriverDrills):
     )
     output_mode: OutputMode = OutputMode.APPEND
     sink: Sink
+    kafka_sink_writer: KafkaSinkWriter = Field(
+        default=DEFAULT_KAFKA_SINK_WRITER,
+        description="What writes an exactly-once Kafka sink's batches on the executors: "
+        "jvm (Onceflow's Spark data source; its jar must be on the classpath) or python "
+        "(mapInArrow and confluent-kafka, the fallback). Same ids, markers and replay "
+        "rules: a batch one committed is skipped by the other.",
+    )
     checkpoint_location: str = Field(description="Checkpoint directory or URI.")
     postgres_dsn_file: str | None = Field(
         default=None, description="File holding the sink's libpq DSN (a mounted Secret key)."

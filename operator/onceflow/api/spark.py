@@ -180,6 +180,18 @@ class KafkaSink(ApiModel):
     )
 
 
+KafkaSinkWriter = Literal["jvm", "python"]
+"""What writes the exactly-once Kafka sink's batches on the executors: the JVM writer
+(``jvm/onceflow-spark-kafka``) or the Python one it replaced, kept as a fallback. Both
+use the same transactional ids, markers and replay rules, so a job may switch at any
+driver restart, even with a batch in flight."""
+DEFAULT_KAFKA_SINK_WRITER: KafkaSinkWriter = "jvm"
+WRITER_WITHOUT_KAFKA_SINK = (
+    "spec.kafkaSinkWriter: only spec.sink.kafka has a writer to choose; remove it"
+)
+WRITER_RULE = ("!has(self.kafkaSinkWriter) || has(self.sink.kafka)", WRITER_WITHOUT_KAFKA_SINK)
+
+
 class PostgresSink(ApiModel):
     table: str = Field(min_length=1, description="Target table (schema.table).")
     key: list[str] = Field(
@@ -499,7 +511,8 @@ def _spark_job_rules() -> ConfigDict:
     dedup_rules: list[JsonValue] = [
         {"rule": rule, "message": message} for rule, message in DEDUP_RULES
     ]
-    return _rules(*_cpu_request_rules(), *mode_rules, *dedup_rules)
+    writer_rule: JsonValue = {"rule": WRITER_RULE[0], "message": WRITER_RULE[1]}
+    return _rules(*_cpu_request_rules(), *mode_rules, *dedup_rules, writer_rule)
 
 
 class SparkJobSpec(ApiModel):
@@ -543,6 +556,13 @@ class SparkJobSpec(ApiModel):
         description="spark-operator renders a SparkApplication; spark-submit a Job.",
     )
     image: str | None = Field(default=None, description="Driver/executor image.")
+    kafka_sink_writer: KafkaSinkWriter | None = Field(
+        default=None,
+        description="What writes spec.sink.kafka's batches exactly once on the executors: "
+        "jvm (the default: Onceflow's Spark data source, rows never leave the JVM) or "
+        "python (the earlier writer, kept to roll back to). Same transactional ids and "
+        "markers, so a change (a driver restart) is safe with a batch in flight.",
+    )
     driver: DriverSpec = Field(default_factory=DriverSpec, description="Driver resources.")
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executors.")
     spark_conf: dict[str, str] = Field(
@@ -589,6 +609,12 @@ class SparkJobSpec(ApiModel):
             raise ValueError(
                 f"sparkConf[{both[0]!r}] sets a variable env sets too; keep it in env only"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _writer_needs_a_kafka_sink(self) -> Self:
+        if self.kafka_sink_writer is not None and self.sink.kafka is None:
+            raise ValueError(WRITER_WITHOUT_KAFKA_SINK)
         return self
 
     @model_validator(mode="after")

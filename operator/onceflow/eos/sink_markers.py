@@ -160,8 +160,7 @@ def _last_marker(place: MarkerPlace, partition: int, clients: MarkerClients) -> 
         with contextlib.closing(read):  # lets go of the partition even if decoding fails
             for message in read:
                 if message.key() in keys:
-                    value = message.value()
-                    found, last = True, SinkMarker.decode(value) if value else None
+                    found, last = True, SinkMarker.from_record_value(message.value())
         if found:
             return last
         upto, window = start, window * 4

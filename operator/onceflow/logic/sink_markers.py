@@ -59,6 +59,12 @@ class SinkMarker:
             layout=Layout(layout["topic"], int(layout["partitions"])) if layout else None,
         )
 
+    @classmethod
+    def from_record_value(cls, raw: bytes | None) -> SinkMarker | None:
+        """The marker a marker record's value holds; an empty value (a tombstone) is
+        none, and ends the search for the partition's marker like any other."""
+        return cls.decode(raw) if raw else None
+
     def same_query(self, query: str, batch: int) -> bool:
         return self.query == query or (self.query is None and self.batch == batch)
 

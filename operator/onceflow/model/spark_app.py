@@ -12,7 +12,7 @@ from typing import Any
 
 from onceflow.api.driver import SparkJobSettings
 from onceflow.api.pipeline import ExactlyOnceMode, Pipeline
-from onceflow.api.spark import CPU_REQUEST_KEYS, SparkJob
+from onceflow.api.spark import CPU_REQUEST_KEYS, DEFAULT_KAFKA_SINK_WRITER, SparkJob
 from onceflow.model.objects import (
     KAFKA_SECRET_MOUNT,
     LABEL_SPARKJOB,
@@ -264,6 +264,7 @@ def job_settings(
         output_mode=spec.output_mode,
         metrics_port=METRICS_PORT,
         sink=spec.sink,
+        kafka_sink_writer=spec.kafka_sink_writer or DEFAULT_KAFKA_SINK_WRITER,
         checkpoint_location=spec.checkpoint.path or CHECKPOINT_MOUNT,
         trigger=spec.trigger,
         postgres_dsn_file=f"{SINK_SECRET_MOUNT}/dsn" if spec.sink.postgres else None,

@@ -25,6 +25,7 @@ from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.file_sink_log import refuse_output_of_another_query
 from onceflow.spark.input_position import starting_options
 from onceflow.spark.input_view import input_view
+from onceflow.spark.jvm_writer import require_jvm_writer
 from onceflow.spark.kafka_sink import (
     ExactlyOnceKafkaSink,
     check_kafka_columns,
@@ -143,6 +144,8 @@ def start_query(
         and sink.kafka.delivery is KafkaDelivery.EXACTLY_ONCE
         and exactly_once
     ):
+        if settings.kafka_sink_writer == "jvm":
+            require_jvm_writer(spark)
         checkpoint = checkpoint_identity(spark, settings, sink.kafka.partitions)
         target = sink_target(
             settings.bootstrap_servers,
@@ -156,7 +159,7 @@ def start_query(
             namespace=settings.namespace,
             earlier=checkpoint.in_flight,
         )
-        kafka_sink = ExactlyOnceKafkaSink(target, checkpoint)
+        kafka_sink = ExactlyOnceKafkaSink(target, checkpoint, settings.kafka_sink_writer)
         query = writer.foreachBatch(batch_sink(kafka_sink, settings)).start()
         kafka_sink.query.bind(str(query.id))
         return query

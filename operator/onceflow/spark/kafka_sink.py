@@ -2,13 +2,18 @@
 
 Spark's own Kafka sink is at-least-once: a micro-batch replayed after a driver crash
 is written again. Here every output partition is written by its own transactional
-producer (``<prefix>-<job>-sink-<partition>``) together with a marker recording the
+producer (``<prefix>/sink/<job>/<partition>``) together with a marker recording the
 query and batch id, in one transaction. A task attempt first initialises (fencing any
 earlier attempt of the same partition), then reads that partition's marker
 read_committed to the end: a batch this query already committed there is skipped.
 Rows go to partitions by a stable hash of the key computed in the JVM, so a replay
 puts every row where the first attempt did. The markers themselves (their topic, keys,
 reads and writes) live in ``eos.sink_markers``; this module writes the rows around them.
+
+The driver's half is here whichever writer runs on the executors: the JVM writer
+(``spark.jvm_writer``, the default: the batch never leaves the JVM) or the Python one
+below (``mapInArrow`` and confluent-kafka, kept as its fallback). Both follow the same
+ids, markers and replay rules, so a batch one committed is skipped by the other.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from onceflow.api.columns import KAFKA_COLUMNS
+from onceflow.api.spark import DEFAULT_KAFKA_SINK_WRITER, KafkaSinkWriter
 from onceflow.eos.clients import admin_client, visible_partitions
 from onceflow.eos.fencing import fence_transactional_ids
 from onceflow.eos.sink_markers import (
@@ -50,6 +56,7 @@ from onceflow.model.spark_names import (
 )
 from onceflow.spark.checkpoint_identity import CheckpointIdentity
 from onceflow.spark.held_producers import HELD_PRODUCERS, HeldProducer
+from onceflow.spark.jvm_writer import jvm_write_errors, write_in_jvm
 from onceflow.spark.query_identity import QueryIdentity
 
 
@@ -428,6 +435,18 @@ def write_partitions(target: SinkTarget, batch_id: int) -> Callable[[Iterator[An
     return write
 
 
+def write_shuffled(
+    grouped: Any, target: SinkTarget, batch_id: int, writer: KafkaSinkWriter
+) -> None:
+    """The executors' half of a batch: its rows, shuffled to their output partitions
+    (``shuffled_to_output_partitions``), written by ``writer``, each output partition
+    with its marker in one transaction, a partition the batch is already in skipped."""
+    if writer == "jvm":
+        write_in_jvm(grouped, target, batch_id)
+    else:
+        grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
+
+
 def where_batch_started(target: SinkTarget, batch_id: int, admin: AdminClient) -> SinkTarget:
     """The target a driver's first batch must be written to. Only that batch can be one
     an earlier driver left in flight, perhaps in another layout or under the ids of a
@@ -447,15 +466,25 @@ def where_batch_started(target: SinkTarget, batch_id: int, admin: AdminClient) -
 
 class ExactlyOnceKafkaSink:
     """The ``foreachBatch`` function: Spark shuffles rows to their output partitions in
-    the JVM; Python only sees Arrow batches and writes each output partition's rows and
-    batch marker in one transaction."""
+    the JVM, where ``writer`` jvm writes each output partition's rows and batch marker in
+    one transaction; with ``writer`` python, Python sees Arrow batches and does."""
 
-    def __init__(self, target: SinkTarget, checkpoint: CheckpointIdentity | None = None) -> None:
+    def __init__(
+        self,
+        target: SinkTarget,
+        checkpoint: CheckpointIdentity | None = None,
+        writer: KafkaSinkWriter = DEFAULT_KAFKA_SINK_WRITER,
+    ) -> None:
         self.admin: AdminClient | None = admin_client(target.bootstrap, target.extra)
         """Until the first batch: the topics and the batch an earlier driver left."""
         self.target = prepare_topics(target, self.admin)
         self.query = QueryIdentity()
         self.checkpoint = checkpoint
+        self.writer = writer
+        self.failures: tuple[type[BaseException], ...] = (
+            jvm_write_errors() if writer == "jvm" else (KafkaException,)
+        )
+        """What a write raises that fails the batch with this sink's error."""
         if target.earlier is not None:
             fence_earlier_ids(target, target.earlier)
 
@@ -468,8 +497,8 @@ class ExactlyOnceKafkaSink:
             self.checkpoint.claim()
         grouped = shuffled_to_output_partitions(frame, target.partitions)
         try:
-            grouped.mapInArrow(write_partitions(target, batch_id), WRITTEN_SCHEMA).collect()
-        except KafkaException as error:  # surfaced on the driver: fail the batch, keep state
+            write_shuffled(grouped, target, batch_id, self.writer)
+        except self.failures as error:  # surfaced on the driver: fail the batch, keep state
             raise RuntimeError(f"exactly-once Kafka sink failed in batch {batch_id}") from error
 
 
