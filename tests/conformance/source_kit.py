@@ -52,7 +52,7 @@ MIN_FAULTS = 4
 SEED = 618
 GAP_S = (0.3, 1.0)
 """The pause before each fault: random moments, in start-up as in steady work."""
-OPEN_TRANSACTION_WAIT_S = 4.0
+OPEN_TRANSACTION_WAIT_S = 8.0
 IN_FLIGHT_S = 0.2
 """How long after a freeze (SIGSTOP) what the tasks had sent takes to land."""
 FIRST_RECORDS_S = 120.0
@@ -510,30 +510,39 @@ class _KitRun:
         transaction lasts milliseconds, too short to see and then kill, so the tasks are
         frozen (SIGSTOP) and the output looked at once what they had sent has landed: a
         transaction still open then can no longer commit, and the SIGKILL leaves it for
-        the restarted tasks to abort. With none open, the tasks run on a moment and are
-        frozen again, for up to OPEN_TRANSACTION_WAIT_S. Freezing starts once the
-        output grows, when a task writes: tasks frozen while they start would only
-        start slower."""
+        the restarted tasks to abort. Each freeze follows the output growing, when a
+        task writes: a fast task idle between a paced load's bursts would otherwise be
+        frozen idle every time, and tasks frozen while they start would only start
+        slower. With none caught open, the tasks run on and are frozen at the next
+        growth, for up to OPEN_TRANSACTION_WAIT_S."""
         assert self.watch is not None
         deadline = time.monotonic() + OPEN_TRANSACTION_WAIT_S
-        written = self.watch.written()
-        while self.watch.written() == written and time.monotonic() < deadline:
-            time.sleep(0.01)
         self._check_alive()
-        while True:
+        caught = False
+        while self._output_grows(deadline):
             self._signal_all(signal.SIGSTOP)
             time.sleep(IN_FLIGHT_S)
             caught = self.watch.open()
             if caught or time.monotonic() > deadline:
                 break
             self._signal_all(signal.SIGCONT)
-            time.sleep(self.rng.uniform(0.02, 0.1))  # fault timing, not synchronisation
+            time.sleep(self.rng.uniform(0.0, 0.02))  # fault timing, not synchronisation
         self._signal_all(signal.SIGKILL)
         codes = [task.wait(30) for task in self.tasks]
         for task in self.tasks:
             task.start()
         name = KILL_ALL if caught else f"{KILL_ALL} (none caught open)"
         return self._event("sigkill", name, all(code == -signal.SIGKILL for code in codes))
+
+    def _output_grows(self, deadline: float) -> bool:
+        """Waits until the output grows (a task is writing); False at the deadline."""
+        assert self.watch is not None
+        written = self.watch.written()
+        while self.watch.written() == written:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def _kill_in_snapshot(self) -> list[FaultEvent]:
         """Every task SIGKILLed at a random moment while the snapshot runs, up to
