@@ -310,8 +310,6 @@ class SourceSupervisor:
                 return False
             self.say(f"{self.name}: {report.summary()}: {', '.join(step.ids)}")
         self.failures = FenceFailures()
-        if step.then.stop_fenced and not step.then.fencing_pending:
-            self.say(f"{self.name}: stopped; offsets kept (change them now, or resume)")
         if step.carry_offsets is not None:
             old, new = step.carry_offsets
             namespace = self.desired.source.metadata.namespace
@@ -320,6 +318,10 @@ class SourceSupervisor:
             )
             self.say(f"{self.name}: carried {copied} offset(s) from {old} to {new}")
         store_record(self.state_file, step.then)
+        # Said once recorded: a user (or a script) acting on it finds the stop in the
+        # state file, and a change of offsets made now is checked against it.
+        if step.then.stop_fenced and not step.then.fencing_pending:
+            self.say(f"{self.name}: stopped; offsets kept (change them now, or resume)")
         return True
 
     def _check_offsets(self, step: CheckOffsets) -> bool:
