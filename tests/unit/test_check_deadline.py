@@ -67,7 +67,7 @@ class Clock:
 def test_a_call_into_a_source_system_is_asked_once_and_answered_on_a_later_pass() -> None:
     """The reconcile pass asks and moves on (security review High 3: silent systems
     held every reconcile worker); the answer is taken once, then asked afresh."""
-    calls = source_check.SourceSystemCalls(workers=2)
+    calls = source_check.SourceSystemCalls(workers=2, answer_within_s=0)
     started, done = threading.Event(), threading.Event()
     asked: list[int] = []
 
@@ -91,6 +91,28 @@ def test_a_call_into_a_source_system_is_asked_once_and_answered_on_a_later_pass(
         calls.answer("b", lambda: {}["missing"])
     with pytest.raises(KeyError):  # what the call raised, raised to the pass that takes it
         _answered(calls, "b", lambda: 0)
+
+
+def test_a_quick_answer_is_taken_by_the_pass_that_asked() -> None:
+    """Within ``answer_within_s`` the asking pass goes on with the answer (or what
+    the call raised): it is not handed out again, and nobody is woken for it."""
+    calls = source_check.SourceSystemCalls(workers=1, answer_within_s=5)
+    woken: list[object] = []
+    assert calls.answer("a", lambda: 5, then=woken.append) == 5
+    with pytest.raises(ValueError):
+        calls.answer("b", lambda: int("not a number"), then=woken.append)
+    released = threading.Event()
+
+    def slow() -> int:
+        released.wait(5)
+        return 6
+
+    quick = source_check.SourceSystemCalls(workers=1, answer_within_s=0.05)
+    with pytest.raises(source_check.StillAskingError):
+        quick.answer("a", slow, then=woken.append)
+    released.set()
+    assert _answered(quick, "a", slow) == 6
+    assert len(woken) == 1, "only the answer not given at once wakes the asker"
 
 
 def _answered(calls: source_check.SourceSystemCalls, key: str, call: Any) -> Any:
@@ -135,9 +157,15 @@ def test_the_deadline_runs_from_the_calls_start_not_from_its_place_in_the_queue(
 
 
 def test_the_asker_is_told_when_the_answer_is_there() -> None:
-    calls = source_check.SourceSystemCalls(workers=1)
-    told = threading.Event()
+    calls = source_check.SourceSystemCalls(workers=1, answer_within_s=0)
+    told, released = threading.Event(), threading.Event()
+
+    def answering() -> int:
+        released.wait(5)
+        return 5
+
     with pytest.raises(source_check.StillAskingError):
-        calls.answer("a", lambda: 5, then=lambda answered: told.set())
+        calls.answer("a", answering, then=lambda answered: told.set())
+    released.set()
     assert told.wait(5)
     assert calls.answer("a", lambda: 6) == 5

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from onceflow.control.graph import Listing
+from onceflow.connectors.registry import operator_loader
+from onceflow.control.graph import GraphReads, Listing
 from onceflow.control.hanging_watch import HangingWatch
 from onceflow.control.kube import KubeClient, Obj, load_config
 from onceflow.control.operator_config import OperatorConfig
@@ -33,9 +34,11 @@ def build_controllers(config: OperatorConfig) -> Controllers:
     # namespaces only: a namespaced install may read nothing else. Workload pods run
     # the operator's own image unless their spec names another (config.image).
     kube = KubeClient(load_config(config.kubeconfig), config.namespaces)
+    graph = GraphReads(kube.list_objects, operator_loader(config.policy.connector_modules))
     sources = SourceReconciler(
         kube,
         config.image,
+        graph,
         fence_timeout_s=config.fence_timeout_s,
         policy=config.policy,
         progress_deadline_s=config.progress_deadline_s,
@@ -44,6 +47,7 @@ def build_controllers(config: OperatorConfig) -> Controllers:
         kube,
         config.image,
         version("pyspark"),
+        graph,
         fence_timeout_s=config.fence_timeout_s,
         policy=config.policy,
         progress_deadline_s=config.progress_deadline_s,

@@ -39,7 +39,7 @@ from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures
 from onceflow.control.fencing import fence_with_backoff
-from onceflow.control.graph import claim_topics
+from onceflow.control.graph import StoredGraph, claim_topics
 from onceflow.control.kube import KubeClient, Obj
 from onceflow.control.operator_metrics import generation_planned
 from onceflow.control.status_writer import StatusWriter
@@ -143,6 +143,8 @@ FenceIds = Callable[..., FencingReport]
 class SourceReconciler:
     kube: KubeClient
     image: WorkloadImage
+    graph: Callable[[], StoredGraph]
+    """The stored topic graph (``graph.GraphReads``), shared with the other passes."""
     fence: FenceIds = fence_transactional_ids
     fence_timeout_s: float = 30.0
     policy: TenantPolicy = field(default_factory=TenantPolicy)
@@ -230,7 +232,7 @@ class SourceReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)
-        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, self.connectors)
+        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, self.graph)
         namespace, name = source.metadata.namespace, source.metadata.name
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.image, secret.name if secret else None)

@@ -29,7 +29,7 @@ from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures
 from onceflow.control.fencing import fence_with_backoff, waiting_for_backoff
-from onceflow.control.graph import claim_topics
+from onceflow.control.graph import StoredGraph, claim_topics
 from onceflow.control.kube import ALL_NAMESPACES, HTTP_NOT_FOUND, KubeClient, Obj
 from onceflow.control.ownership import is_ours, refuse_unless_ours
 from onceflow.control.status_writer import StatusWriter
@@ -149,6 +149,8 @@ class SparkJobReconciler:
     kube: KubeClient
     image: WorkloadImage
     spark_version: str
+    graph: Callable[[], StoredGraph]
+    """The stored topic graph (``graph.GraphReads``), shared with the other passes."""
     fence: Callable[..., FencingReport] = fence_transactional_ids
     fence_timeout_s: float = 30.0
     policy: TenantPolicy = field(default_factory=TenantPolicy)
@@ -225,7 +227,7 @@ class SparkJobReconciler:
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         mode = require_current_mode(pipeline)
-        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics, self.connectors)
+        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics, self.graph)
         return obj, job, pipeline, mode, settings
 
     def reconcile(self, namespace: str, name: str) -> bool:
