@@ -6,23 +6,30 @@ burst of concurrent spec changes takes from apply to the new generation fenced a
 its pods created. Pods are given a Running status by a status-only kubelet (no task
 processes: 1,500 of them would measure the machine, not the operator).
 
-Goals (issue 12): idle CPU < 5 % of a core, RSS < 300 MB, p99 < 10 s.
+Measured as a curve (``--curve 100,500,1000,2000``): one operator over a growing set of
+sources, at each size its idle cost, the latency of 50 concurrent changes, and how long
+a restarted operator takes to re-list and look at every source again.
 
-Usage: make kafka-up k8s-up && .venv/bin/python benchmarks/operator_scale.py
+Goals: idle CPU < 5 % of a core, RSS < 500 MB and growing at most linearly, change
+p99 < 10 s, at 2,000 sources.
+
+Usage: make kafka-up k8s-up && .venv/bin/python benchmarks/operator_scale.py \
+    --plot docs/images/operator-scale.png
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 from kubernetes.watch.watch import iter_resp_lines  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from tests.support.cluster import (  # noqa: E402
     GROUP,
     VERSION,
@@ -289,8 +297,10 @@ def _change_latency(
     namespaces: list[str],
     targets: list[tuple[str, str]],
     operator_pid: int,
+    poll_interval_ms: int,
 ) -> tuple[list[float], list[float], float]:
-    """Applies a new connector setting to every target at once; returns per change the
+    """Applies a new connector setting (``poll_interval_ms``, different in each round so
+    a source changed before changes again) to every target at once; returns per change the
     seconds to its new generation fenced and to that generation's pods created, as
     watches report them (polling lists of 500 sources and 1,500 pods loaded the two
     cores the operator runs on and made the figures a second coarse), and the
@@ -328,7 +338,7 @@ def _change_latency(
     def apply(target: tuple[str, str]) -> None:
         namespace, name = target
         started[target] = time.perf_counter()
-        spec = {"connector": {"config": {"streams": TASKS, "pollIntervalMs": 50}}}
+        spec = {"connector": {"config": {"streams": TASKS, "pollIntervalMs": poll_interval_ms}}}
         custom.patch_namespaced_custom_object(
             GROUP, VERSION, namespace, "kafkasources", name, {"spec": spec}
         )
@@ -355,73 +365,214 @@ def _change_latency(
     return list(fenced.values()), list(created.values()), cpu
 
 
+@dataclass(frozen=True)
+class Point:
+    """The operator's figures at one number of sources."""
+
+    sources: int
+    settle_s: float
+    idle_cpu: float
+    """Share of one core while nothing changes."""
+    rss_mb: float
+    fenced_p99_s: float
+    created_p50_s: float
+    created_p99_s: float
+    restart_s: float
+    """From a restarted operator's start to every source passed and found settled."""
+
+
+def _settled_passes(metrics_url: str) -> float:
+    """KafkaSource passes that ended settled, as the operator's /metrics counts them (0
+    while it does not answer yet)."""
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return 0.0
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "onceflow_operator_reconciles_total"
+        and sample.labels.get("kind") == "KafkaSource"
+        and sample.labels.get("outcome") == "settled"
+    )
+
+
+class Bench:
+    """One operator over a growing set of sources, measured at each size."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        install_crds(args.kubeconfig)
+        workdir = Path(tempfile.mkdtemp(prefix="onceflow-scale-"))
+        self.namespaces = [new_namespace(args.kubeconfig, "scale") for _ in range(args.namespaces)]
+        watched = [flag for namespace in self.namespaces[1:] for flag in ("--namespace", namespace)]
+        self.metrics_url = f"http://127.0.0.1:{args.metrics_port}/metrics"
+        self.operator = OperatorProcess(
+            args.kubeconfig,
+            self.namespaces[0],
+            workdir / "operator.log",
+            ("--standalone", "--metrics-port", str(args.metrics_port), *watched),
+        )
+        self.kubelet = StatusOnlyKubelet(args.kubeconfig, self.namespaces)
+        self.api = config.new_client_from_config(config_file=args.kubeconfig)
+        self.custom, self.core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
+        self.clusters = [Cluster(args.kubeconfig, namespace) for namespace in self.namespaces]
+        self.created = 0
+        self.rounds = 0
+
+    @property
+    def pid(self) -> int:
+        assert self.operator.process is not None
+        return self.operator.process.pid
+
+    def start(self) -> None:
+        self.kubelet.start()
+        self.operator.start()
+        for cluster in self.clusters:
+            cluster.create("pipelines", _pipeline(self.args.bootstrap))
+
+    def stop(self) -> None:
+        self.operator.stop()
+        self.kubelet.stop()
+        _clean(self.api, self.namespaces)
+
+    def grow(self, sources: int) -> float:
+        """Creates sources up to ``sources``; seconds until all are settled."""
+        for i in range(self.created, sources):
+            self.clusters[i % len(self.clusters)].create("kafkasources", _source(f"s{i}"))
+        self.created = max(self.created, sources)
+        return _wait(
+            lambda: (
+                sum(_settled(s) for s in _sources(self.custom, self.namespaces)) == sources
+                and _rolled_out(self.custom, self.namespaces)
+            ),
+            3600,
+            f"{sources} sources ready and every pipeline enabled",
+        )
+
+    def idle(self) -> tuple[float, float]:
+        """(CPU share of a core, RSS MB) while nothing changes."""
+        time.sleep(10)  # let the last status writes and their echoes pass
+        cpu_before, wall_before = _cpu_seconds(self.pid), time.perf_counter()
+        time.sleep(self.args.idle_s)
+        cpu = (_cpu_seconds(self.pid) - cpu_before) / (time.perf_counter() - wall_before)
+        return cpu, _rss_mb(self.pid)
+
+    def changes(self) -> tuple[list[float], list[float], float]:
+        count = self.args.changes
+        step = max(1, self.created // count)
+        targets = [
+            (self.namespaces[i % len(self.namespaces)], f"s{i}")
+            for i in range(0, step * count, step)
+        ]
+        self.rounds += 1
+        return _change_latency(
+            self.custom, self.core, self.namespaces, targets, self.pid, 50 + self.rounds
+        )
+
+    def restart(self) -> float:
+        """Seconds from a new operator's start (the old one stopped) until every source
+        has had a pass that found it settled: the re-list and the first look at all."""
+        self.operator.stop()
+        started = time.perf_counter()
+        self.operator.start()
+        _wait(
+            lambda: _settled_passes(self.metrics_url) >= self.created,
+            1800,
+            f"the restarted operator to pass {self.created} sources",
+        )
+        return time.perf_counter() - started
+
+    def point(self, sources: int) -> Point:
+        settle = self.grow(sources)
+        cpu, rss = self.idle()
+        fenced, created, _ = self.changes()
+        restart = self.restart()
+        return Point(
+            sources,
+            round(settle, 1),
+            round(cpu, 4),
+            round(rss, 1),
+            round(_percentile(fenced, 0.99), 2),
+            round(statistics.median(created), 2),
+            round(_percentile(created, 0.99), 2),
+            round(restart, 1),
+        )
+
+
+def draw(points: list[Point], path: Path) -> None:
+    """The curve: each figure against the number of sources, its goal dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sources = [p.sources for p in points]
+    panels = [
+        ("idle CPU, % of a core", [100 * p.idle_cpu for p in points], 5.0),
+        ("RSS, MB", [p.rss_mb for p in points], 500.0),
+        ("apply -> pods p99, s (50 changes)", [p.created_p99_s for p in points], 10.0),
+        ("restart -> all passed, s", [p.restart_s for p in points], None),
+    ]
+    figure, axes = plt.subplots(1, len(panels), figsize=(16, 3.4))
+    for ax, (title, values, goal) in zip(axes, panels, strict=True):
+        ax.plot(sources, values, marker="o")
+        if goal is not None:
+            ax.axhline(goal, linestyle="--", color="grey", linewidth=1)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(f"KafkaSources ({TASKS} tasks each)")
+        ax.set_ylim(bottom=0)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kubeconfig", default=str(ROOT / ".onceflow" / "kubeconfig"))
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
-    parser.add_argument("--sources", type=int, default=500)
+    parser.add_argument(
+        "--curve", default="100,500,1000,2000", help="numbers of sources, measured in turn"
+    )
     parser.add_argument("--namespaces", type=int, default=10)
     parser.add_argument("--changes", type=int, default=50)
     parser.add_argument("--idle-s", type=float, default=60.0)
+    parser.add_argument("--metrics-port", type=int, default=19404)
+    parser.add_argument("--plot", type=Path, help="where to draw the curve (PNG)")
     args = parser.parse_args()
-    install_crds(args.kubeconfig)
-    workdir = Path(tempfile.mkdtemp(prefix="onceflow-scale-"))
-    namespaces = [new_namespace(args.kubeconfig, "scale") for _ in range(args.namespaces)]
-    watched = [flag for namespace in namespaces[1:] for flag in ("--namespace", namespace)]
-    operator = OperatorProcess(
-        args.kubeconfig, namespaces[0], workdir / "operator.log", ("--standalone", *watched)
-    )
-    kubelet = StatusOnlyKubelet(args.kubeconfig, namespaces).start()
-    api = config.new_client_from_config(config_file=args.kubeconfig)
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    operator.start()
-    assert operator.process is not None
-    pid = operator.process.pid
+    sizes = sorted(int(n) for n in args.curve.split(","))
+    bench = Bench(args)
+    points: list[Point] = []
     try:
-        clusters = [Cluster(args.kubeconfig, namespace) for namespace in namespaces]
-        for cluster in clusters:
-            cluster.create("pipelines", _pipeline(args.bootstrap))
-        started = time.perf_counter()
-        for i in range(args.sources):
-            clusters[i % len(clusters)].create("kafkasources", _source(f"s{i}"))
-        settle = _wait(
-            lambda: (
-                sum(_settled(s) for s in _sources(custom, namespaces)) == args.sources
-                and _rolled_out(custom, namespaces)
-            ),
-            1800,
-            f"{args.sources} sources ready and every pipeline enabled",
-        )
-        print(
-            f"{args.sources} KafkaSources x {TASKS} tasks in {args.namespaces} namespaces: "
-            f"all fenced and running after {time.perf_counter() - started:.0f}s "
-            f"(settled {settle:.0f}s after the last create)"
-        )
-        time.sleep(10)  # let the last status writes and their echoes pass
-        cpu_before, wall_before = _cpu_seconds(pid), time.perf_counter()
-        time.sleep(args.idle_s)
-        cpu = (_cpu_seconds(pid) - cpu_before) / (time.perf_counter() - wall_before)
-        print(
-            f"idle over {args.idle_s:.0f}s: operator CPU {100 * cpu:.1f}% of a core "
-            f"(goal < 5%), RSS {_rss_mb(pid):.0f} MB (goal < 300 MB)"
-        )
-        step = max(1, args.sources // args.changes)
-        targets = [
-            (namespaces[i % len(namespaces)], f"s{i}") for i in range(0, step * args.changes, step)
-        ]
-        fenced, created, burst_cpu = _change_latency(custom, core, namespaces, targets, pid)
-        print(
-            f"{len(targets)} concurrent spec changes: apply -> fenced p50 "
-            f"{statistics.median(fenced):.2f}s p99 {_percentile(fenced, 0.99):.2f}s; "
-            f"apply -> pods created p50 {statistics.median(created):.2f}s "
-            f"p99 {_percentile(created, 0.99):.2f}s (goal p99 < 10 s); operator CPU meanwhile "
-            f"{100 * burst_cpu:.0f}% of a core, machine load {os.getloadavg()[0]:.1f}"
-        )
-        print(f"RSS after the changes: {_rss_mb(pid):.0f} MB; operator log: {operator.log}")
+        bench.start()
+        for sources in sizes:
+            point = bench.point(sources)
+            points.append(point)
+            print(
+                f"{point.sources} sources x {TASKS} tasks: settled {point.settle_s:.0f}s after "
+                f"the last create; idle CPU {100 * point.idle_cpu:.1f}% of a core (goal < 5%), "
+                f"RSS {point.rss_mb:.0f} MB (goal < 500 MB); {args.changes} concurrent changes: "
+                f"apply -> fenced p99 {point.fenced_p99_s:.2f}s, apply -> pods p50 "
+                f"{point.created_p50_s:.2f}s p99 {point.created_p99_s:.2f}s (goal < 10 s); "
+                f"restarted operator: every source passed after {point.restart_s:.0f}s",
+                flush=True,
+            )
     finally:
-        operator.stop()
-        kubelet.stop()
-        _clean(api, namespaces)
+        bench.stop()
+    if len(points) > 1:
+        first, last = points[0], points[-1]
+        growth = (last.rss_mb - first.rss_mb) / (last.sources - first.sources)
+        print(
+            f"RSS grows {growth * 1000:.0f} KB a source between {first.sources} and "
+            f"{last.sources} (linear would keep it; {first.rss_mb / first.sources * 1000:.0f} "
+            f"KB a source at {first.sources})"
+        )
+    print(json.dumps([asdict(p) for p in points]))
+    if args.plot is not None and points:
+        draw(points, args.plot)
+        print(f"curve: {args.plot}")
 
 
 if __name__ == "__main__":
