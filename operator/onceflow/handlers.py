@@ -4,7 +4,9 @@ Reconcilers are idempotent passes (level-triggered): each object has a loop (a k
 daemon, so peering pauses it) that runs a pass when a watch shows a change to
 something the pass reads, and otherwise after the delay its last outcome calls for,
 with a periodic resync as the net for anything no watch shows (``reconcile_loops``).
-Passes never sleep: not-yet-possible steps end the pass and the loop looks again.
+Passes never sleep: not-yet-possible steps end the pass and the loop looks again (a
+pass waits only for what answers at once: a source system's check on a free thread,
+for at most 0.2 s, and the graph read it shares with the passes asking with it).
 """
 
 from __future__ import annotations

@@ -169,3 +169,31 @@ def test_the_asker_is_told_when_the_answer_is_there() -> None:
     released.set()
     assert told.wait(5)
     assert calls.answer("a", lambda: 6) == 5
+
+
+def test_no_pass_waits_for_a_call_that_has_no_thread_to_run_on() -> None:
+    """Silent systems holding every thread: a fresh question is only queued, so the
+    asking pass moves on at once instead of waiting ``answer_within_s`` for nothing
+    (a reconcile worker is never held for another tenant's silent system)."""
+    calls = source_check.SourceSystemCalls(workers=1, answer_within_s=60)
+    started, released = threading.Event(), threading.Event()
+
+    def silent() -> None:
+        started.set()
+        released.wait(60)
+
+    try:
+        # Its own pass waits (a thread was free), on a thread of the test's.
+        threading.Thread(target=calls.answer, args=("silent", silent), daemon=True).start()
+        assert started.wait(5)
+        moved_on = threading.Event()
+
+        def ask() -> None:
+            with pytest.raises(source_check.StillAskingError):
+                calls.answer("queued", lambda: 7)
+            moved_on.set()
+
+        threading.Thread(target=ask, daemon=True).start()
+        assert moved_on.wait(10), "the pass waited for a call no thread could start"
+    finally:
+        released.set()

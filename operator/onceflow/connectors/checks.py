@@ -78,7 +78,8 @@ def within(seconds: float, call: Callable[[], T]) -> T:
 class SourceSystemCalls:
     """Calls into tenants' source systems on threads of their own, so that a reconcile
     pass asks and moves on instead of waiting: the first ``answer`` for a key starts
-    the call and raises ``StillAskingError``, a later one returns its result (or raises
+    the call and, unless it answers within ``answer_within_s`` on a thread that was
+    free, raises ``StillAskingError``; a later one returns its result (or raises
     what it raised, or TimeoutError once the call has run ``deadline_s``). The deadline
     runs from the call's start, not from the question: a call queued behind slow ones
     (another tenant's silent systems holding every thread) is not failed for their
@@ -92,6 +93,7 @@ class SourceSystemCalls:
     _pool: ThreadPoolExecutor = field(init=False)
     _asked: dict[Hashable, tuple[float, Future[Any]]] = field(init=False, default_factory=dict)
     _began: dict[Hashable, float] = field(init=False, default_factory=dict)
+    _running: int = field(init=False, default=0)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -113,15 +115,20 @@ class SourceSystemCalls:
             if asked is not None:
                 since, pending = asked
                 return self._taken(key, now, since, cast("Future[T]", pending))
+            # Waited for only when a thread is free to run it: behind silent systems
+            # holding every thread, the wait would buy nothing and cost a worker.
+            starts_now = self._running < self.workers
             future = self._pool.submit(self._timed, key, call)
             self._asked[key] = (now, future)
-        wait((future,), self.answer_within_s)
+        if starts_now:
+            wait((future,), self.answer_within_s)
         if not future.done():
             if then is not None:
                 future.add_done_callback(then)
             raise StillAskingError(key)
         with self._lock:
-            self._forget(key)
+            if self._asked.get(key, (now, None))[1] is future:
+                self._forget(key)
         return future.result()
 
     def _taken(self, key: Hashable, now: float, since: float, future: Future[T]) -> T:
@@ -140,7 +147,12 @@ class SourceSystemCalls:
     def _timed(self, key: Hashable, call: Callable[[], T]) -> T:
         with self._lock:
             self._began[key] = self.clock()
-        return call()
+            self._running += 1
+        try:
+            return call()
+        finally:
+            with self._lock:
+                self._running -= 1
 
     def _forget(self, key: Hashable) -> None:
         self._asked.pop(key, None)

@@ -16,6 +16,7 @@ from onceflow.control.source import SourceReconciler
 from onceflow.control.sparkjob import SparkJobReconciler
 
 ADMISSION_LIST_TIMEOUT_S = 8.0
+GRAPH_LIST_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -34,7 +35,11 @@ def build_controllers(config: OperatorConfig) -> Controllers:
     # namespaces only: a namespaced install may read nothing else. Workload pods run
     # the operator's own image unless their spec names another (config.image).
     kube = KubeClient(load_config(config.kubeconfig), config.namespaces)
-    graph = GraphReads(kube.list_objects, operator_loader(config.policy.connector_modules))
+    # Bounded as the webhook's reads are: a hung LIST would hold every pass sharing it.
+    graph = GraphReads(
+        lambda plural, namespace: kube.list_objects(plural, namespace, GRAPH_LIST_TIMEOUT_S),
+        operator_loader(config.policy.connector_modules),
+    )
     sources = SourceReconciler(
         kube,
         config.image,

@@ -101,7 +101,7 @@ class StoredGraph:
     collisions: Sequence[Collision]
 
 
-def read_graph(listing: Listing, connectors: ConnectorLookup) -> StoredGraph:
+def _read_graph(listing: Listing, connectors: ConnectorLookup) -> StoredGraph:
     stored, created = _stored(listing)
     collisions = find_collisions(stored.values(), connectors=connectors, pod_local_paths=True)
     return StoredGraph(stored, created, tuple(collisions))
@@ -117,7 +117,7 @@ class GraphReads:
 
     def __init__(self, listing: Listing, connectors: ConnectorLookup) -> None:
         self._reads: SharedReads[None, StoredGraph] = SharedReads(
-            lambda _: read_graph(listing, connectors)
+            lambda _: _read_graph(listing, connectors)
         )
 
     def __call__(self) -> StoredGraph:

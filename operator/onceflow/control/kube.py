@@ -34,9 +34,10 @@ class StaleStatusError(Exception):
 
 
 CONNECTIONS = 32
-"""Connections kept to the API server: the reconcile workers, the webhook and the
-concurrent LISTs of a graph read share them (the client's default, five per core,
-discarded and reopened connections under a burst, with a warning each)."""
+"""Connections kept to the API server, at least: the reconcile workers, the webhook
+and the concurrent LISTs of a graph read share them (the client's default, five per
+core, discarded and reopened connections under a burst on a small node, with a
+warning each)."""
 LIST_CONCURRENCY = 8
 """Watched namespaces listed at once when "every namespace" means named ones: the
 graph the reconcilers judge is three kinds in every watched namespace, and listed one
@@ -52,7 +53,7 @@ def load_config(kubeconfig: str | None = None) -> client.ApiClient:
             config.load_incluster_config(client_configuration=configuration)
         except config.ConfigException:
             config.load_kube_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = CONNECTIONS
+    configuration.connection_pool_maxsize = max(CONNECTIONS, configuration.connection_pool_maxsize)
     return client.ApiClient(configuration)
 
 

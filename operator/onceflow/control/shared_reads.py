@@ -1,4 +1,5 @@
-"""Reads that concurrent callers share, for the admission webhook.
+"""Reads that concurrent callers share: the admission webhook's, and the reconcilers'
+stored topic graph (``graph.GraphReads``).
 
 Every admission request judges the incoming object against the whole stored graph
 (``control.graph``), which costs a LIST per kind. Read per request, a burst of

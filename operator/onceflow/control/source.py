@@ -354,8 +354,9 @@ class SourceReconciler:
     def _check_offsets(
         self, source: KafkaSource, desired: DesiredTasks, step: CheckOffsets
     ) -> OffsetsOutcome:
-        """The source system is asked on the source systems' threads (its answer wakes a
-        later pass); one that cannot answer fails the pass, to be asked again: a refusal
+        """The source system is asked on the source systems' threads (a quick answer is
+        taken in this pass, a later one wakes the next); one that cannot answer fails the
+        pass, to be asked again: a refusal
         is for good, and an outage is not the change's fault."""
         namespace, name = source.metadata.namespace, source.metadata.name
         secrets = self._connector_secrets(source)
@@ -396,8 +397,9 @@ class SourceReconciler:
         self, source: KafkaSource, last: RetentionStatus | None
     ) -> RetentionStatus | None:
         """Asked on every pass that reaches the outcome (a settled source's resync
-        included), on the source systems' threads, and taken by a later pass, which a
-        changed measurement wakes: a slot filling the database's disk shows while tasks
+        included), on the source systems' threads, and taken by this pass when quick or
+        by a later one, which a changed measurement wakes: a slot filling the database's
+        disk shows while tasks
         still run.
         A system that cannot be asked (or a connector's failing hook) leaves ``last``
         in place: never a reason to fail the pass, nor to look healthy again."""

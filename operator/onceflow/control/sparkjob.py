@@ -25,7 +25,6 @@ from onceflow.api.driver import SparkJobSettings
 from onceflow.api.input_reset import InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState, effective_state
 from onceflow.api.spark import SparkJob, SparkJobStatus, Submitter
-from onceflow.connectors.registry import ConnectorLoader, operator_loader
 from onceflow.control.errors import InvalidWorkloadError, RetryLaterError
 from onceflow.control.failures import reporting_failures
 from onceflow.control.fencing import fence_with_backoff, waiting_for_backoff
@@ -156,12 +155,6 @@ class SparkJobReconciler:
     policy: TenantPolicy = field(default_factory=TenantPolicy)
     progress_deadline_s: float | None = None
     """Progressing for longer is reported as Degraded (None: never)."""
-
-    @property
-    def connectors(self) -> ConnectorLoader:
-        """For the topic graph: a source's connector may read what this job writes.
-        Entry points, and module references only from modules the platform allows."""
-        return operator_loader(self.policy.connector_modules)
 
     @property
     def statuses(self) -> StatusWriter[SparkJobStatus]:
