@@ -32,8 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "incrementingColumn": None,
     "timestampColumn": None,
     "pollIntervalMs": 1000,
-    # both
-    "batchSize": 1000,
+    # both. Records per poll, and so per Kafka transaction in cdc: at 1,000 a flood of
+    # changes paid a commit per 1,000 and streamed about a tenth slower than at 2,048
+    # (Debezium's max.batch.size), which users compare it with (vs_debezium.py).
+    "batchSize": 2048,
 }
 MODES = ("cdc", "incrementing", "timestamp+incrementing")
 SNAPSHOTS = ("initial", "never")
