@@ -3,14 +3,20 @@ the topics runs on, whatever the order in which the sides were stored."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from onceflow.api import parse_resource
 from onceflow.api.errors import Problem
 from onceflow.api.manifests import ResourceRef
 from onceflow.api.pipeline import Pipeline
 from onceflow.api.source import KafkaSource
+from onceflow.api.spark import SparkJob
+from onceflow.connectors.registry import load_connector
 from onceflow.logic.topic_claims import claim_of, is_held
 from onceflow.logic.topic_ownership import TOPIC_CONFLICT, Collision
+from tests.unit.test_topic_ownership import job
 
 A, B, C = (ResourceRef("KafkaSource", "ns", name) for name in ("a", "b", "c"))
 EARLY, LATE = "2026-11-27T10:00:00Z", "2026-11-27T10:00:05Z"
@@ -73,12 +79,51 @@ def _pipeline(**spec: object) -> Pipeline:
     )
 
 
+def _claim(source: KafkaSource, pipeline: Pipeline | None = None) -> str:
+    connector = load_connector(source.spec.connector.type)
+    reads = connector.kafka_reads(source.spec.connector.config)
+    return claim_of(source, pipeline or _pipeline(), {}, reads)
+
+
+def _job(**changes: Any) -> SparkJob:
+    document = job("j", "out", sources=["src"], ns="ns")
+    document["spec"].update(changes)
+    return parse_resource(document)  # type: ignore[return-value]
+
+
 def test_a_claim_changes_with_anything_topics_and_ids_are_built_from() -> None:
-    claim = claim_of(_source(), _pipeline(), {})
-    assert claim == claim_of(_source(), _pipeline(), {})
-    assert claim != claim_of(_source(topic="u"), _pipeline(), {})
-    assert claim != claim_of(_source(offsetsTopic="o"), _pipeline(), {})
-    assert claim != claim_of(_source(), _pipeline(transactionalIdPrefix="x"), {})
+    claim = _claim(_source())
+    assert claim == _claim(_source())
+    assert claim != _claim(_source(topic="u"))
+    assert claim != _claim(_source(offsetsTopic="o"))
+    assert claim != _claim(_source(), _pipeline(transactionalIdPrefix="x"))
     moved = _pipeline(kafka={"bootstrapServers": "elsewhere:9092"})
-    assert claim != claim_of(_source(), moved, {})
-    assert claim != claim_of(_source(), _pipeline(), {"src": "t"})
+    assert claim != _claim(_source(), moved)
+    upstream = {"topics": ["a"], "bootstrapServers": "up:9092"}
+    mirrored = _claim(_source(connector={"type": "kafka", "config": upstream}))
+    other_upstream = {**upstream, "topics": ["b"]}
+    assert mirrored != _claim(_source(connector={"type": "kafka", "config": other_upstream}))
+
+
+def test_an_edit_that_moves_no_topic_id_or_checkpoint_makes_no_new_claim() -> None:
+    """A tuning edit is not judged against the whole graph again (every stored object
+    read): only what the graph is built from counts."""
+    claim = _claim(_source())
+    tuned = {"type": "sequence", "config": {"streams": 3, "pollIntervalMs": 51}}
+    assert claim == _claim(_source(connector=tuned, tasksMax=3))
+    upstream = {"topics": ["a"], "bootstrapServers": "up:9092"}
+    mirrored = _claim(_source(connector={"type": "kafka", "config": upstream}))
+    batched = {**upstream, "batchSize": 10}
+    assert mirrored == _claim(_source(connector={"type": "kafka", "config": batched}))
+
+
+def test_a_jobs_claim_follows_its_inputs_sink_and_checkpoint() -> None:
+    claim = claim_of(_job(), _pipeline(), {"src": "t"}, ())
+    assert claim != claim_of(_job(), _pipeline(), {"src": "u"}, ())
+    assert claim != claim_of(
+        _job(checkpoint={"path": "/tmp/elsewhere"}), _pipeline(), {"src": "t"}, ()
+    )
+    sink = {"kafka": {"topic": "out2", "partitions": 2, "delivery": "exactlyOnce"}}
+    assert claim != claim_of(_job(sink=sink), _pipeline(), {"src": "t"}, ())
+    transform = {"sql": "SELECT value, key FROM input"}
+    assert claim == claim_of(_job(transform=transform), _pipeline(), {"src": "t"}, ())

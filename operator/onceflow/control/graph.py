@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
-from onceflow.api.connector import ConnectorLookup
+from onceflow.api.connector import ConnectorLookup, KafkaRead
 from onceflow.api.errors import Problem, labelled
 from onceflow.api.manifests import Resource, ResourceRef
 from onceflow.api.spark import SparkJob
@@ -27,6 +27,7 @@ from onceflow.control.shared_reads import SharedReads
 from onceflow.control.workloads import invalid_workload
 from onceflow.logic.resource_set import ResourceSet
 from onceflow.logic.topic_claims import claim_of, is_held
+from onceflow.logic.topic_inventory import connector_reads
 from onceflow.logic.topic_ownership import Collision, find_collisions
 
 logger = logging.getLogger(__name__)
@@ -99,12 +100,15 @@ class StoredGraph:
     stored: Mapping[ResourceRef, Resource]
     created: Mapping[ResourceRef, str]
     collisions: Sequence[Collision]
+    reads: Mapping[ResourceRef, Sequence[KafkaRead]]
+    """What each source's connector reads (part of its claim)."""
 
 
 def _read_graph(listing: Listing, connectors: ConnectorLookup) -> StoredGraph:
     stored, created = _stored(listing)
     collisions = find_collisions(stored.values(), connectors=connectors, pod_local_paths=True)
-    return StoredGraph(stored, created, tuple(collisions))
+    reads = connector_reads(ResourceSet.of(stored.values()), connectors)
+    return StoredGraph(stored, created, tuple(collisions), reads)
 
 
 class GraphReads:
@@ -142,7 +146,7 @@ def standing_problems(ref: ResourceRef, graph: StoredGraph) -> list[Problem]:
         if isinstance(workload, Pipeline) or pipeline is None:
             return False
         inputs = found.source_topics(workload) if isinstance(workload, SparkJob) else {}
-        claim = claim_of(workload, pipeline, inputs)
+        claim = claim_of(workload, pipeline, inputs, graph.reads.get(other, ()))
         return workload.status is not None and workload.status.topic_claim == claim
 
     held = [c for c in mine if is_held(c, owns, graph.created)]
@@ -158,14 +162,16 @@ def claim_topics(
     workload: KafkaSource | SparkJob,
     pipeline: Pipeline,
     source_topics: Mapping[str, str],
+    reads: Sequence[KafkaRead],
     graph: Callable[[], StoredGraph],
 ) -> Obj:
     """Records the workload's claim on its topics and ids once the graph allows it,
     and returns the object as written; stops the pass (Degraded, nothing started)
     while it is the side held back. Listing every object costs O(objects), so it is
-    done only for a claim not yet recorded: a new or edited spec, a moved Pipeline, a
-    workload held before."""
-    claim = claim_of(workload, pipeline, source_topics)
+    done only for a claim not yet recorded: a new workload, an edit of its part in the
+    graph, a moved Pipeline, a workload held before. ``reads``: what a source's
+    connector reads (nothing for a job)."""
+    claim = claim_of(workload, pipeline, source_topics, reads)
     status = obj.get("status") or {}
     if status.get(CLAIM_FIELD) == claim:
         return obj

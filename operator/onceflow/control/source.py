@@ -232,7 +232,10 @@ class SourceReconciler:
 
     def _pass(self, obj: Obj) -> bool:
         source, pipeline, desired = self._desired(obj)
-        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, self.graph)
+        reads = self.connectors(source.spec.connector.type).kafka_reads(
+            source.spec.connector.config
+        )
+        obj = claim_topics(self.kube, PLURAL, obj, source, pipeline, {}, reads, self.graph)
         namespace, name = source.metadata.namespace, source.metadata.name
         secret = pipeline.spec.kafka.auth_secret_ref
         template = pod_template_hash(source, self.image, secret.name if secret else None)

@@ -220,7 +220,7 @@ class SparkJobReconciler:
         # Checked every pass: drivers and executors mount the same Secret.
         pipeline_client_settings(self.kube, pipeline, self.policy.extra_secret_keys)
         mode = require_current_mode(pipeline)
-        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics, self.graph)
+        obj = claim_topics(self.kube, PLURAL, obj, job, pipeline, topics, (), self.graph)
         return obj, job, pipeline, mode, settings
 
     def reconcile(self, namespace: str, name: str) -> bool:

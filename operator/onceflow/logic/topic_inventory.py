@@ -27,6 +27,7 @@ from onceflow.api.source import KafkaSource
 from onceflow.api.spark import KafkaDelivery, SparkJob
 from onceflow.logic.kafka_clusters import Clusters
 from onceflow.logic.resource_set import ResourceSet
+from onceflow.model.checkpoint_places import place_of
 from onceflow.model.names import SOURCE_TASK, offsets_topic, producer_id_stem
 from onceflow.model.spark_names import sink_marker_topic, sink_transactional_id_stem
 
@@ -123,6 +124,37 @@ def inventory(
             topics += _job_topics(workload, pipeline, cluster, found.source_topics(workload))
         ids += _producer_ids(workload, pipeline, cluster)
     return topics, ids
+
+
+def footprint(
+    workload: KafkaSource | SparkJob,
+    pipeline: Pipeline,
+    source_topics: Mapping[str, str],
+    reads: Sequence[KafkaRead],
+) -> dict[str, object]:
+    """What the topic graph is judged on of one workload, with the very helpers that
+    build its part of ``inventory``: every topic it touches and its role there, its
+    producers' id stem, its Pipeline (name, cluster, prefix) and a job's checkpoint.
+    ``source_topics``: a job's input sources' topics; ``reads``: what a source's
+    connector reads. Clusters are the bootstrap lists as written (one judgement joins
+    lists that share an address; a footprint only needs to change when they do)."""
+    cluster = pipeline.spec.kafka.bootstrap_servers
+    if isinstance(workload, KafkaSource):
+        uses = _source_topics(workload, pipeline, cluster)
+        reading = [(read.bootstrap_servers, read.topic) for read in reads]
+        checkpoint = None
+    else:
+        uses = _job_topics(workload, pipeline, cluster, source_topics)
+        reading = []
+        place = place_of(workload)
+        checkpoint = [place.store, list(place.parts), place.local]
+    return {
+        "pipeline": [pipeline.metadata.name, cluster, pipeline.transactional_id_prefix],
+        "topics": sorted([u.cluster, u.topic, u.role.value] for u in uses),
+        "reads": sorted([servers, topic] for servers, topic in reading),
+        "ids": sorted([i.cluster, i.stem] for i in _producer_ids(workload, pipeline, cluster)),
+        "checkpoint": checkpoint,
+    }
 
 
 def pipeline_topics(
