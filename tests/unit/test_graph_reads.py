@@ -13,6 +13,7 @@ from onceflow.api import parse_resource
 from onceflow.api.manifests import ResourceRef
 from onceflow.connectors.registry import load_connector
 from onceflow.control.graph import GraphReads, standing_problems
+from onceflow.logic.topic_claims import legacy_claim_of
 from tests.unit.test_topic_ownership import pipeline, source
 
 
@@ -66,3 +67,20 @@ def test_passes_asking_together_share_reads_and_a_later_pass_reads_again() -> No
     stored.documents.append(source("b", "u"))
     later = graphs()
     assert ResourceRef("KafkaSource", "default", "b") in later.stored, "a fresh read"
+
+
+def test_an_owner_recorded_by_the_release_before_keeps_its_topic_after_the_upgrade() -> None:
+    """Claims were a digest of the whole spec before 2026-11-29. B, older, was edited
+    past the webhook to write A's topic and is held (its recorded claim is for its old
+    topic); read as not owning, A would have lost the topic to B while its tasks ran."""
+    the_pipeline = pipeline()
+    owner = _created(source("a", "t"), "2026-11-28T10:00:00Z")
+    intruder = _created(source("b", "t"), "2026-11-01T10:00:00Z")
+    before_the_edit = parse_resource(source("b", "u"))
+    parsed = parse_resource(the_pipeline)
+    owner["status"] = {"topicClaim": legacy_claim_of(parse_resource(owner), parsed, {})}  # type: ignore[arg-type]
+    intruder["status"] = {"topicClaim": legacy_claim_of(before_the_edit, parsed, {})}  # type: ignore[arg-type]
+    graph = GraphReads(Stored(the_pipeline, owner, intruder), load_connector)()
+    assert standing_problems(ResourceRef.of(parse_resource(owner)), graph) == []
+    (held,) = standing_problems(ResourceRef.of(parse_resource(intruder)), graph)
+    assert held.field == "spec.topic"

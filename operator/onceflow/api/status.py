@@ -72,8 +72,9 @@ class FencingStatus(CommonStatus):
 
     topic_claim: str | None = Field(
         default=None,
-        description="Digest of the spec, Pipeline cluster and prefix, and inputs this "
-        "workload's topics and transactional ids were judged free with (it owns them).",
+        description="Digest of this workload's part in the topic graph (its topics, "
+        "transactional ids, Pipeline, inputs and checkpoint) as judged free of collisions "
+        "(it owns them).",
     )
 
     fence_failures: int | None = Field(

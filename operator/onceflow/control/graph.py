@@ -26,7 +26,7 @@ from onceflow.control.kube import ALL_NAMESPACES, KubeClient, Obj
 from onceflow.control.shared_reads import SharedReads
 from onceflow.control.workloads import invalid_workload
 from onceflow.logic.resource_set import ResourceSet
-from onceflow.logic.topic_claims import claim_of, is_held
+from onceflow.logic.topic_claims import claim_of, claim_recorded, is_held
 from onceflow.logic.topic_inventory import connector_reads
 from onceflow.logic.topic_ownership import Collision, find_collisions
 
@@ -146,8 +146,8 @@ def standing_problems(ref: ResourceRef, graph: StoredGraph) -> list[Problem]:
         if isinstance(workload, Pipeline) or pipeline is None:
             return False
         inputs = found.source_topics(workload) if isinstance(workload, SparkJob) else {}
-        claim = claim_of(workload, pipeline, inputs, graph.reads.get(other, ()))
-        return workload.status is not None and workload.status.topic_claim == claim
+        recorded = workload.status.topic_claim if workload.status is not None else None
+        return claim_recorded(recorded, workload, pipeline, inputs, graph.reads.get(other, ()))
 
     held = [c for c in mine if is_held(c, owns, graph.created)]
     for collision in held:
@@ -173,9 +173,13 @@ def claim_topics(
     connector reads (nothing for a job)."""
     claim = claim_of(workload, pipeline, source_topics, reads)
     status = obj.get("status") or {}
-    if status.get(CLAIM_FIELD) == claim:
+    recorded = status.get(CLAIM_FIELD)
+    if recorded == claim:
         return obj
-    problems = standing_problems(ResourceRef.of(workload), graph())
-    if problems:
-        raise invalid_workload(problems)
+    if not claim_recorded(recorded, workload, pipeline, source_topics, reads):
+        problems = standing_problems(ResourceRef.of(workload), graph())
+        if problems:
+            raise invalid_workload(problems)
+    # Judged free, or recorded in the earlier release's form (then nothing changed
+    # since it was judged): recorded in this release's form.
     return kube.replace_status(plural, obj, {**status, CLAIM_FIELD: claim})

@@ -39,6 +39,39 @@ def claim_of(
     return digest(footprint(workload, pipeline, source_topics, reads))
 
 
+def legacy_claim_of(
+    workload: KafkaSource | SparkJob, pipeline: Pipeline, source_topics: Mapping[str, str]
+) -> str:
+    """The claim as releases before 2026-11-29 recorded it, a digest of the whole
+    spec. A workload whose recorded claim is this one still owns its topics: nothing
+    its part in the graph is built from has changed since it was judged. Read as not
+    owning, an upgrade would have handed an owner's topic to an older workload held
+    for taking it, while the owner's tasks ran on."""
+    return digest(
+        {
+            "spec": workload.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "bootstrap": pipeline.spec.kafka.bootstrap_servers,
+            "prefix": pipeline.transactional_id_prefix,
+            "sources": dict(source_topics),
+        }
+    )
+
+
+def claim_recorded(
+    recorded: str | None,
+    workload: KafkaSource | SparkJob,
+    pipeline: Pipeline,
+    source_topics: Mapping[str, str],
+    reads: Sequence[KafkaRead],
+) -> bool:
+    """Whether ``recorded`` (status.topicClaim) is the workload's current claim, in
+    this release's form or the one before (``legacy_claim_of``)."""
+    return recorded is not None and recorded in (
+        claim_of(workload, pipeline, source_topics, reads),
+        legacy_claim_of(workload, pipeline, source_topics),
+    )
+
+
 def is_held(
     collision: Collision, owns: Callable[[ResourceRef], bool], created: Mapping[ResourceRef, str]
 ) -> bool:
