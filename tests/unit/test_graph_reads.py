@@ -14,6 +14,7 @@ from onceflow.api.manifests import ResourceRef
 from onceflow.connectors.registry import load_connector
 from onceflow.control.graph import GraphReads, standing_problems
 from onceflow.logic.topic_claims import legacy_claim_of
+from tests.unit.test_shared_reads import _until_waiting
 from tests.unit.test_topic_ownership import pipeline, source
 
 
@@ -56,9 +57,9 @@ def test_passes_asking_together_share_reads_and_a_later_pass_reads_again() -> No
     stored.gate.clear()  # the first read is held open while 15 more passes ask
     with ThreadPoolExecutor(16) as pool:
         asked = [pool.submit(graphs) for _ in range(16)]
-        while stored.lists == 0:
+        while stored.lists == 0:  # the first read is under way
             threading.Event().wait(0.01)
-        threading.Event().wait(0.2)
+        _until_waiting(graphs._reads, None, 15)  # type: ignore[arg-type]
         stored.gate.set()
         results = [a.result(10) for a in asked]
     kinds = 3  # pipelines, kafkasources, sparkjobs: one LIST each per read

@@ -26,7 +26,7 @@ from onceflow.control.kube import ALL_NAMESPACES, KubeClient, Obj
 from onceflow.control.shared_reads import SharedReads
 from onceflow.control.workloads import invalid_workload
 from onceflow.logic.resource_set import ResourceSet
-from onceflow.logic.topic_claims import claim_of, claim_recorded, is_held
+from onceflow.logic.topic_claims import claim_of, claim_recorded, is_held, legacy_claim_of
 from onceflow.logic.topic_inventory import connector_reads
 from onceflow.logic.topic_ownership import Collision, find_collisions
 
@@ -100,15 +100,14 @@ class StoredGraph:
     stored: Mapping[ResourceRef, Resource]
     created: Mapping[ResourceRef, str]
     collisions: Sequence[Collision]
-    reads: Mapping[ResourceRef, Sequence[KafkaRead]]
-    """What each source's connector reads (part of its claim)."""
+    connectors: ConnectorLookup
+    """Asked what a source of a collision reads (part of its claim)."""
 
 
 def _read_graph(listing: Listing, connectors: ConnectorLookup) -> StoredGraph:
     stored, created = _stored(listing)
     collisions = find_collisions(stored.values(), connectors=connectors, pod_local_paths=True)
-    reads = connector_reads(ResourceSet.of(stored.values()), connectors)
-    return StoredGraph(stored, created, tuple(collisions), reads)
+    return StoredGraph(stored, created, tuple(collisions), connectors)
 
 
 class GraphReads:
@@ -146,8 +145,9 @@ def standing_problems(ref: ResourceRef, graph: StoredGraph) -> list[Problem]:
         if isinstance(workload, Pipeline) or pipeline is None:
             return False
         inputs = found.source_topics(workload) if isinstance(workload, SparkJob) else {}
+        reads = connector_reads(ResourceSet.of([pipeline, workload]), graph.connectors)
         recorded = workload.status.topic_claim if workload.status is not None else None
-        return claim_recorded(recorded, workload, pipeline, inputs, graph.reads.get(other, ()))
+        return claim_recorded(recorded, workload, pipeline, inputs, reads.get(other, ()))
 
     held = [c for c in mine if is_held(c, owns, graph.created)]
     for collision in held:
@@ -176,7 +176,7 @@ def claim_topics(
     recorded = status.get(CLAIM_FIELD)
     if recorded == claim:
         return obj
-    if not claim_recorded(recorded, workload, pipeline, source_topics, reads):
+    if recorded != legacy_claim_of(workload, pipeline, source_topics):
         problems = standing_problems(ResourceRef.of(workload), graph())
         if problems:
             raise invalid_workload(problems)

@@ -359,8 +359,8 @@ class SourceReconciler:
     ) -> OffsetsOutcome:
         """The source system is asked on the source systems' threads (a quick answer is
         taken in this pass, a later one wakes the next); one that cannot answer fails the
-        pass, to be asked again: a refusal
-        is for good, and an outage is not the change's fault."""
+        pass, to be asked again: a refusal is for good, and an outage is not the change's
+        fault."""
         namespace, name = source.metadata.namespace, source.metadata.name
         secrets = self._connector_secrets(source)
 
@@ -402,8 +402,7 @@ class SourceReconciler:
         """Asked on every pass that reaches the outcome (a settled source's resync
         included), on the source systems' threads, and taken by this pass when quick or
         by a later one, which a changed measurement wakes: a slot filling the database's
-        disk shows while tasks
-        still run.
+        disk shows while tasks still run.
         A system that cannot be asked (or a connector's failing hook) leaves ``last``
         in place: never a reason to fail the pass, nor to look healthy again."""
         connector = self.connectors(source.spec.connector.type)
