@@ -50,6 +50,7 @@ from tests.support.cluster import (  # noqa: E402
     new_namespace,
 )
 
+from onceflow.logic.requeue import RequeuePolicy  # noqa: E402
 from onceflow.model.objects import LABEL_GENERATION, LABEL_SOURCE  # noqa: E402
 
 TASKS = 3
@@ -453,10 +454,15 @@ class Bench:
         )
 
     def idle(self) -> tuple[float, float]:
-        """(CPU share of a core, RSS MB) while nothing changes."""
+        """(CPU share of a core, RSS MB) while nothing changes, over at least one whole
+        resync period (stretched with the number of objects by the resync budget), so
+        every object's resync pass is in the window: a shorter one can miss them all
+        (60 s read 0.2 % at 2,000 sources where a whole period read 10 %)."""
+        objects = self.created + len(self.namespaces)  # and a Pipeline in each
+        window = max(self.args.idle_s, 1.1 * RequeuePolicy().resync_period_s(objects))
         time.sleep(10)  # let the last status writes and their echoes pass
         cpu_before, wall_before = _cpu_seconds(self.pid), time.perf_counter()
-        time.sleep(self.args.idle_s)
+        time.sleep(window)
         cpu = (_cpu_seconds(self.pid) - cpu_before) / (time.perf_counter() - wall_before)
         return cpu, _rss_mb(self.pid)
 
@@ -538,8 +544,7 @@ def main() -> None:
     )
     parser.add_argument("--namespaces", type=int, default=10)
     parser.add_argument("--changes", type=int, default=50)
-    # Longer than the operator's 120 s resync, so every object's resync pass is in it
-    # (a 60 s window read 0.2 % at 2,000 sources, where 130 s read 10 %).
+    # Longer when the operator's resync period is (Bench.idle).
     parser.add_argument("--idle-s", type=float, default=130.0)
     parser.add_argument("--metrics-port", type=int, default=19404)
     parser.add_argument("--plot", type=Path, help="where to draw the curve (PNG)")

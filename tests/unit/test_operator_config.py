@@ -25,6 +25,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
             "ONCEFLOW_RESYNC_S": "60",
             "ONCEFLOW_POLL_S": "0.5",
             "ONCEFLOW_MAX_POLL_S": "10",
+            "ONCEFLOW_RESYNCS_PER_S": "2",
             "ONCEFLOW_RECONCILE_WORKERS": "4",
             "ONCEFLOW_PEERING_LIFETIME_S": "20",
             "ONCEFLOW_FENCE_TIMEOUT_S": "12.5",
@@ -37,7 +38,9 @@ def test_every_setting_is_read_from_its_variable() -> None:
     )
     assert config.namespaces == ("a", "b")
     assert config.kubeconfig == "/k"
-    assert config.requeue == RequeuePolicy(resync_s=60, first_poll_s=0.5, max_poll_s=10)
+    assert config.requeue == RequeuePolicy(
+        resync_s=60, first_poll_s=0.5, max_poll_s=10, resyncs_per_s=2
+    )
     assert (config.reconcile_workers, config.peering_lifetime_s) == (4, 20)
     assert config.fence_timeout_s == 12.5
     assert config.progress_deadline_s is None, "0 turns the deadline off"
@@ -71,6 +74,7 @@ def test_the_webhook_is_served_only_with_a_port() -> None:
         ("ONCEFLOW_FENCE_TIMEOUT_S", "30s", "a number of seconds"),
         ("ONCEFLOW_RESYNC_S", "-1", "a number of seconds"),
         ("ONCEFLOW_HANGING_LOOK_S", "nan", "a number of seconds"),
+        ("ONCEFLOW_RESYNCS_PER_S", "5/s", "a number of passes a second"),
         ("ONCEFLOW_RECONCILE_WORKERS", "2.5", "a whole number"),
         ("ONCEFLOW_WEBHOOK_PORT", "https", "a whole number"),
     ],

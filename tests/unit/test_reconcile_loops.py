@@ -28,6 +28,17 @@ def test_a_settled_object_waits_for_the_resync_spread_by_ten_percent() -> None:
     assert POLICY.delay(Outcome.SETTLED, 0, spread=1.0) == pytest.approx(132.0)
 
 
+def test_more_objects_than_the_resync_budget_covers_are_resynced_less_often() -> None:
+    """5 resyncs a second at most: 600 objects fit 120 s, 2,000 share 400 s, so the
+    idle cost stops growing with the number of objects."""
+    assert POLICY.delay(Outcome.SETTLED, 0, objects=600) == 120.0
+    assert POLICY.delay(Outcome.SETTLED, 0, objects=2000) == pytest.approx(400.0)
+    assert POLICY.delay(Outcome.SETTLED, 0, spread=0.0, objects=2000) == pytest.approx(360.0)
+    unbounded = RequeuePolicy(resync_s=120.0, resyncs_per_s=0)
+    assert unbounded.delay(Outcome.SETTLED, 0, objects=2000) == 120.0
+    assert POLICY.delay(Outcome.PROGRESSING, 1, objects=2000) == 1.0, "only resyncs stretch"
+
+
 def test_an_unsettled_object_is_never_looked_at_less_often_than_a_settled_one() -> None:
     policy = RequeuePolicy(resync_s=10.0, first_poll_s=1.0, max_poll_s=30.0)
     assert policy.delay(Outcome.PROGRESSING, 9) == 10.0
@@ -216,6 +227,31 @@ async def _polled_loop() -> None:
     stop.set()
     await asyncio.wait_for(loop, 5)
     assert len(passes) == 3, "settled after the third pass: no fourth before the resync"
+
+
+def test_the_resync_budget_is_shared_by_every_loop() -> None:
+    asyncio.run(_budgeted_loops())
+
+
+async def _budgeted_loops() -> None:
+    """Four settled objects at a 0.01 s resync and 10 resyncs a second share 0.4 s each:
+    over a second each passes about three times, not a hundred."""
+    loops = ReconcileLoops(RequeuePolicy(resync_s=0.01, resyncs_per_s=10.0), workers=2)
+    passes: dict[str, int] = {}
+
+    def reconcile(namespace: str, name: str) -> bool:
+        passes[name] = passes.get(name, 0) + 1
+        return True
+
+    stop = asyncio.Event()
+    running = [
+        asyncio.create_task(loops.run(Key(SOURCES, "ns", name), reconcile, stop)) for name in "abcd"
+    ]
+    await _until(lambda: len(passes) == 4)
+    await asyncio.sleep(1.0)
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*running), 5)
+    assert all(2 <= count <= 6 for count in passes.values()), passes
 
 
 def test_a_loop_started_while_a_cancelled_one_still_passes_waits_for_that_pass() -> None:

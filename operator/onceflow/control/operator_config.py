@@ -73,6 +73,9 @@ class OperatorConfig:
                 resync_s=read.number("ONCEFLOW_RESYNC_S", requeue.resync_s),
                 first_poll_s=read.number("ONCEFLOW_POLL_S", requeue.first_poll_s),
                 max_poll_s=read.number("ONCEFLOW_MAX_POLL_S", requeue.max_poll_s),
+                resyncs_per_s=read.number(
+                    "ONCEFLOW_RESYNCS_PER_S", requeue.resyncs_per_s, "a number of passes a second"
+                ),
             ),
             reconcile_workers=read.count("ONCEFLOW_RECONCILE_WORKERS", defaults.reconcile_workers),
             peering_lifetime_s=read.count(
@@ -117,7 +120,7 @@ class _Reader:
         listed = self.environ.get(variable, "")
         return frozenset(name.strip() for name in listed.split(",") if name.strip())
 
-    def number(self, variable: str, default: float) -> float:
+    def number(self, variable: str, default: float, what: str = "a number of seconds") -> float:
         raw = self.environ.get(variable, "").strip()
         if not raw:
             return default
@@ -126,7 +129,7 @@ class _Reader:
         except ValueError:
             value = float("nan")
         if not value >= 0:  # NaN too
-            raise OperatorConfigError(f"{variable}={raw!r}: must be a number of seconds, 0 or more")
+            raise OperatorConfigError(f"{variable}={raw!r}: must be {what}, 0 or more")
         return value
 
     def count(self, variable: str, default: int) -> int:

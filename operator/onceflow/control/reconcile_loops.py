@@ -123,7 +123,9 @@ class ReconcileLoops:
                 woken = asyncio.ensure_future(wakeup.wait())
                 await asyncio.wait(
                     {woken, stop},
-                    timeout=self.policy.delay(outcome, streak, asked, spread=random.random()),
+                    timeout=self.policy.delay(
+                        outcome, streak, asked, spread=random.random(), objects=len(self._wakeups)
+                    ),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if woken.done():
