@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from onceflow.api.driver import SparkJobSettings
+from onceflow.api.handled_requests import REMEMBERED_IDS
 from onceflow.api.input_reset import InputOffset, InputReset, InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState
 from onceflow.api.spark import Sink, Transform
@@ -66,12 +67,26 @@ def test_a_reset_waits_for_the_stop_to_be_fenced_then_applies_once() -> None:
     assert input_reset_outcome(reset(), applied, STOPPED, True, KAFKA, TOPICS) is None
 
 
-def test_each_reset_gets_a_checkpoint_never_used_before_even_for_an_id_used_again() -> None:
+def test_an_earlier_reset_brought_back_from_git_is_not_applied_again() -> None:
+    """A manifest re-applied with the reset before the last one (a rollback in Argo
+    CD) would have replayed the input a second time when only the last id was kept."""
     first = input_reset_outcome(reset("a"), None, STOPPED, True, KAFKA, TOPICS)
     second = input_reset_outcome(reset("b"), first, STOPPED, True, KAFKA, TOPICS)
-    again = input_reset_outcome(reset("a"), second, STOPPED, True, KAFKA, TOPICS)
-    assert second is not None and again is not None
-    assert (second.checkpoint, again.checkpoint) == ("resets/2-b", "resets/3-a")
+    assert second is not None and second.earlier == ["a"]
+    assert input_reset_outcome(reset("a"), second, STOPPED, True, KAFKA, TOPICS) is None
+    round_trip = InputResetStatus.model_validate(json.loads(json.dumps(second.to_wire())))
+    assert input_reset_outcome(reset("a"), round_trip, STOPPED, True, KAFKA, TOPICS) is None
+
+
+def test_each_reset_gets_a_checkpoint_never_used_before_even_for_an_id_used_again() -> None:
+    """Only the last REMEMBERED_IDS ids are kept: an id older than that is a new reset,
+    and still gets a checkpoint of its own."""
+    last = input_reset_outcome(reset("a"), None, STOPPED, True, KAFKA, TOPICS)
+    for number in range(REMEMBERED_IDS + 1):
+        last = input_reset_outcome(reset(f"r{number}"), last, STOPPED, True, KAFKA, TOPICS)
+    assert last is not None and len(last.earlier) == REMEMBERED_IDS and "a" not in last.earlier
+    again = input_reset_outcome(reset("a"), last, STOPPED, True, KAFKA, TOPICS)
+    assert again is not None and again.checkpoint == f"resets/{REMEMBERED_IDS + 3}-a"
 
 
 def test_a_refusal_keeps_the_reset_in_force() -> None:

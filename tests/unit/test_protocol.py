@@ -512,6 +512,20 @@ def test_a_change_half_written_is_finished_before_a_resume_moves_anything(
     assert written and set(written) == {"c1"}
 
 
+def test_an_earlier_change_brought_back_from_git_is_not_applied_again() -> None:
+    """c1 applied, then c2: a manifest re-applied with c1 (an Argo CD rollback) would
+    have written c1's offsets a second time when only the last id was compared."""
+    d = desired(2, E)
+    world = World(record=settled(d), workers=_running(d, 1))
+    stopped = in_state(d, STOPPED)
+    assert _walk_offsets_change(world, with_change(stopped, "c1"), None, then=stopped) == ["c1"]
+    assert _walk_offsets_change(world, with_change(stopped, "c2"), None, then=stopped) == ["c2"]
+    assert world.record is not None and world.record.offsets_change is not None
+    assert world.record.offsets_change.earlier == ("c1",)
+    stored = GenerationRecord.from_json(world.record.to_json(), lambda _: (), "")
+    assert next_step(stored, with_change(stopped, "c1"), Observed(), FenceFailures(), 0) == Keep()
+
+
 def test_a_stop_with_a_spec_change_of_one_unchanged_id_fences_the_old_task() -> None:
     """1 -> 1 with the same id leaves fencing to the successor's initialisation; a
     stopped source starts no successor, so the stop itself must fence it (review)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
+from onceflow.api.handled_requests import handled
 from onceflow.api.pipeline import WorkloadState
 from onceflow.api.source import (
     KafkaSourceStatus,
@@ -67,9 +68,11 @@ def request_change(
     operator's outcome (None: not yet)."""
     status = _status(api, namespace, name)
     _require_stopped(status, namespace, name)
-    if status.offsets_change is not None and status.offsets_change.id == change.id:
+    last = status.offsets_change
+    if last is not None and handled(change.id, last.id, last.earlier):
+        when = last.result.value if last.id == change.id else "before the last change"
         raise OffsetsRequestError(
-            f"change {change.id!r} was handled already ({status.offsets_change.result.value}); "
+            f"change {change.id!r} was handled already ({when}); "
             "each id is applied once: give this change a new id"
         )
     client.CustomObjectsApi(api).patch_namespaced_custom_object(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from onceflow.api.handled_requests import earlier_ids, handled
 from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.source import OffsetsChangeResult
 from onceflow.model.tasks import DesiredGeneration, OffsetEntries
@@ -34,10 +35,15 @@ class OffsetsOutcome:
     partitions: int = 0
     reset: bool = False
     writing: OffsetEntries = ()
+    earlier: tuple[str, ...] = ()
+    """Ids of the changes handled before this one (``api.handled_requests``)."""
 
     @property
     def applying(self) -> bool:
         return self.result is OffsetsChangeResult.APPLYING
+
+    def handled(self, change_id: str) -> bool:
+        return handled(change_id, self.id, self.earlier)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +56,7 @@ class OffsetsOutcome:
                 {"partition": dict(partition), "offset": None if offset is None else dict(offset)}
                 for partition, offset in self.writing
             ],
+            "earlier": list(self.earlier),
         }
 
     @classmethod
@@ -63,6 +70,7 @@ class OffsetsOutcome:
             int(data.get("partitions") or 0),
             bool(data.get("reset")),
             tuple((entry["partition"], entry.get("offset")) for entry in data.get("writing") or ()),
+            tuple(str(each) for each in data.get("earlier") or ()),
         )
 
 
@@ -159,7 +167,10 @@ class GenerationRecord:
         return replace(self, stop_fenced=True)
 
     def with_offsets_change(self, outcome: OffsetsOutcome) -> GenerationRecord:
-        return replace(self, offsets_change=outcome)
+        """``outcome`` as the last change handled, the ids handled before it kept."""
+        last = self.offsets_change
+        earlier = earlier_ids(last.id, last.earlier, outcome.id) if last else ()
+        return replace(self, offsets_change=replace(outcome, earlier=earlier))
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -7,6 +7,7 @@ driver starts on it, and only then does Spark read the starting position.
 from __future__ import annotations
 
 from onceflow.api.driver import SparkJobSettings
+from onceflow.api.handled_requests import earlier_ids
 from onceflow.api.input_reset import InputReset, InputResetResult, InputResetStatus
 from onceflow.api.pipeline import WorkloadState
 from onceflow.api.spark import Sink
@@ -36,11 +37,13 @@ def input_reset_outcome(
     ``held_stopped``: the job's stop is recorded and its sink's ids fenced, so nothing
     of the old query writes any more. Refused at once unless the spec stops the job
     (kept for later, it would fire at some unrelated stop); applied once held."""
-    if request is None or (recorded is not None and recorded.id == request.id):
+    if request is None or (recorded is not None and recorded.handled(request.id)):
         return None
+    earlier = list(earlier_ids(recorded.id, recorded.earlier, request.id)) if recorded else []
     kept = {
         "in_force": recorded.in_force if recorded else None,
         "checkpoint": recorded.checkpoint if recorded else None,
+        "earlier": earlier,
     }
     refusal = _refusal(request, desired, sink, topics)
     if refusal is not None:
@@ -58,6 +61,7 @@ def input_reset_outcome(
         "once running; the old checkpoint is kept",
         in_force=request,
         checkpoint=checkpoint,
+        earlier=earlier,
     )
 
 

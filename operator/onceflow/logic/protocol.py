@@ -231,7 +231,7 @@ def _offsets_change(record: GenerationRecord, desired: DesiredGeneration) -> Ste
     source (kept for later, it would fire at some unrelated stop), applied once the
     record proves the source stopped, and meanwhile left to the stop's own steps."""
     request = desired.offsets_change
-    if request is None or (record.offsets_change and record.offsets_change.id == request.id):
+    if request is None or (record.offsets_change and record.offsets_change.handled(request.id)):
         return None
     if desired.state is not WorkloadState.STOPPED:
         why = REFUSED_WHILE_NOT_STOPPED.format(state=desired.state)
