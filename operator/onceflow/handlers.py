@@ -242,9 +242,15 @@ async def finalize_source(namespace: str | None, name: str, **_: Any) -> None:
         raise kopf.TemporaryError(str(stale), delay=1.0) from None
 
 
-def admit(body: kopf.Body, warnings: list[str], **_: Any) -> None:
+def admit(body: kopf.Body, warnings: list[str], old: kopf.Body | None = None, **_: Any) -> None:
     parts = controllers()
-    verdict = review(dict(body), parts.kube.get, parts.admission_listing, parts.sources.policy)
+    verdict = review(
+        dict(body),
+        parts.kube.get,
+        parts.admission_listing,
+        parts.sources.policy,
+        dict(old) if old is not None else None,
+    )
     warnings.extend(verdict.warnings)
     if not verdict.allowed:
         raise kopf.AdmissionError(verdict.message, code=422)

@@ -145,6 +145,18 @@ def _apply(cluster: Cluster, document: dict[str, Any]) -> subprocess.CompletedPr
             ),
             "spec.dedup.columns: view `input` has no column(s) 'order_id'",
         ),
+        (
+            _source(offsetsChange={"id": "c1", "reset": True}),
+            "spec.offsetsChange: an offsets change ('c1') applies only to a stopped "
+            "KafkaSource, and this one would be in state running: set spec.state: stopped",
+        ),
+        (
+            _job(
+                "exactlyOnce",
+                inputReset={"id": "r1", "startingOffsets": "earliest", "acknowledgeReplays": True},
+            ),
+            "spec.inputReset: an input reset ('r1') applies only to a stopped SparkJob",
+        ),
     ],
 )
 def test_webhook_rejects_with_the_field_and_the_fix(
@@ -153,6 +165,25 @@ def test_webhook_rejects_with_the_field_and_the_fix(
     result = _apply(webhook, document)
     assert result.returncode != 0, result.stdout
     assert message in result.stderr, result.stderr
+
+
+def test_a_request_is_judged_against_the_stored_object(webhook: Cluster) -> None:
+    """Resuming with the handled change still in the manifest passes (the stored spec
+    has its id); a new change on the resumed source is refused."""
+    stopped = {**_source(state="stopped", offsetsChange={"id": "c1", "reset": True})}
+    stopped["metadata"] = {"name": "src-offsets"}
+    webhook.create("kafkasources", stopped)
+    try:
+        resumed = {**stopped, "spec": {**stopped["spec"], "state": "running"}}
+        assert _apply(webhook, resumed).returncode == 0
+        another = {**resumed, "spec": {**resumed["spec"], "offsetsChange": {"id": "c2"}}}
+        another["spec"]["offsetsChange"]["reset"] = True
+        result = _apply(webhook, another)
+        assert result.returncode != 0 and "spec.offsetsChange: an offsets change ('c2')" in (
+            result.stderr
+        ), result.stderr
+    finally:
+        webhook.delete("kafkasources", "src-offsets")
 
 
 def test_valid_objects_pass_and_a_missing_pipeline_only_warns(webhook: Cluster) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -240,3 +241,68 @@ def test_a_mirror_that_would_feed_a_job_its_own_output_is_refused() -> None:
         "source (spec.connector.config.topics[0]): records go round this cycle without end; "
         "write to a topic no workload of the cycle reads"
     ]
+
+
+def _requesting(kind: str, state: str, request_id: str = "c2") -> dict[str, Any]:
+    """A KafkaSource with an offsets change, or a SparkJob with an input reset."""
+    if kind == "KafkaSource":
+        spec: dict[str, Any] = {
+            "topic": "orders.raw",
+            "connector": {"type": "sequence"},
+            "offsetsChange": {"id": request_id, "reset": True},
+        }
+    else:
+        spec = {
+            "input": {"topics": ["orders.raw"]},
+            "transform": {"sql": "SELECT key, value FROM input"},
+            "sink": {"kafka": {"topic": "orders.out", "partitions": 1}},
+            "checkpoint": {"path": "/tmp/w"},
+            "inputReset": {
+                "id": request_id,
+                "startingOffsets": "earliest",
+                "acknowledgeReplays": True,
+            },
+        }
+    return {
+        "apiVersion": "onceflow.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "ns"},
+        "spec": {"pipeline": "orders", "state": state, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "wire"), [("KafkaSource", "offsetsChange"), ("SparkJob", "inputReset")]
+)
+def test_a_new_request_asked_of_a_running_workload_is_refused_before_it_is_stored(
+    kind: str, wire: str
+) -> None:
+    """The operator refuses it for good in status; admission says so to kubectl apply."""
+    refused = review(_requesting(kind, "running"), lookup, listing)
+    assert f"spec.{wire}:" in refused.message and "set spec.state: stopped" in refused.message
+    assert review(_requesting(kind, "stopped"), lookup, listing).allowed
+    stored = _requesting(kind, "stopped")
+    assert review(_requesting(kind, "running"), lookup, listing, old=stored).allowed, (
+        "resuming with the handled request still in the spec"
+    )
+    remembered = {
+        **_requesting(kind, "running", "c3"),
+        "status": {wire: {"id": "c3", "earlier": ["c2"]}},
+    }
+    assert review(_requesting(kind, "running"), lookup, listing, old=remembered).allowed, (
+        "an earlier request brought back from Git changes nothing"
+    )
+
+
+def test_a_request_is_let_through_while_the_pipeline_stops_the_workload() -> None:
+    stopped = {
+        "orders": {
+            **PIPELINES["orders"],
+            "spec": {**PIPELINES["orders"]["spec"], "state": "stopped"},
+        }
+    }
+
+    def stopped_lookup(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return stopped.get(name) if plural == "pipelines" else None
+
+    assert review(_requesting("KafkaSource", "running"), stopped_lookup, listing).allowed

@@ -10,8 +10,11 @@ from typing import Any
 from onceflow.api import InvalidResourceError, KafkaSource, Pipeline, parse_resource
 from onceflow.api.driver import SparkJobSettings
 from onceflow.api.errors import Problem
+from onceflow.api.handled_requests import handled
+from onceflow.api.input_reset import InputReset
 from onceflow.api.manifests import Resource
-from onceflow.api.pipeline import ExactlyOnceMode
+from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState, effective_state
+from onceflow.api.source import OffsetsChange
 from onceflow.api.spark import SparkJob
 from onceflow.connectors.registry import operator_loader
 from onceflow.control.graph import Listing, admission_problems
@@ -44,13 +47,17 @@ def review(
     lookup: Lookup,
     listing: Listing,
     policy: TenantPolicy = DEFAULT_POLICY,
+    old: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """Allows or rejects one incoming object; never raises for bad input. ``policy``:
-    what the platform allows tenants (connector modules, sparkConf keys, images)."""
+    what the platform allows tenants (connector modules, sparkConf keys, images);
+    ``old``: the stored object an update replaces."""
     try:
         resource = parse_resource(document)
     except InvalidResourceError as error:
         return Verdict([str(p) for p in error.problems])
+    if refused := _request_problems(resource, old, lookup):
+        return Verdict(refused)
     verdict = _review_alone(resource, lookup, listing, policy)
     if not verdict.allowed:
         return verdict
@@ -72,6 +79,42 @@ def _review_alone(
     if isinstance(resource, SparkJob):
         return _review_spark_job(resource, namespace, lookup)
     return review_pipeline_change(resource, listing("sparkjobs", namespace))
+
+
+def _request_problems(
+    resource: Resource, old: Mapping[str, Any] | None, lookup: Lookup
+) -> list[str]:
+    """A new offsets change or input reset asked of a workload that is not being
+    stopped: the operator would refuse it for good (it is never kept for some later,
+    unrelated stop), so it is refused before it is stored and ``kubectl apply`` or an
+    Argo CD sync says so at once. A request already handled (the same id as stored, or
+    one the status remembers: a manifest brought back from Git) changes nothing and
+    passes."""
+    request: OffsetsChange | InputReset | None = None
+    if isinstance(resource, KafkaSource):
+        request, wire = resource.spec.offsets_change, "offsetsChange"
+    elif isinstance(resource, SparkJob):
+        request, wire = resource.spec.input_reset, "inputReset"
+    if request is None or isinstance(resource, Pipeline):
+        return []
+    stored = old or {}
+    asked_before = (stored.get("spec") or {}).get(wire) or {}
+    recorded = (stored.get("status") or {}).get(wire) or {}
+    if asked_before.get("id") == request.id or handled(
+        request.id, recorded.get("id"), recorded.get("earlier") or ()
+    ):
+        return []
+    pipeline = _pipeline(lookup, resource.metadata.namespace, resource.spec.pipeline)
+    states = (resource.spec.state, *([pipeline.spec.state] if pipeline else []))
+    state = effective_state(*states)
+    if state is WorkloadState.STOPPED:
+        return []
+    what = "an offsets change" if wire == "offsetsChange" else "an input reset"
+    return [
+        f"spec.{wire}: {what} ({request.id!r}) applies only to a stopped {resource.kind}, "
+        f"and this one would be in state {state}: set spec.state: stopped in the same "
+        "apply (it is applied once the stop is fenced), then running again after it"
+    ]
 
 
 def _where(namespace: str) -> str:
