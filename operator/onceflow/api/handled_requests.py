@@ -10,10 +10,25 @@ second time. So the status remembers the ids handled before the last, newest las
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field
 
 REMEMBERED_IDS = 32
 """Earlier ids kept besides the last: a status stays small, and a request older than
 that many later ones is one nobody re-applies by accident."""
+
+
+def earlier_field(requests: str) -> Any:
+    """The status field of the ids handled before the last (``requests``: what they
+    are, plural), as both kinds of request describe it."""
+    return Field(
+        default_factory=list,
+        max_length=REMEMBERED_IDS,
+        description=f"Ids of the {requests} handled before this one, newest last (at most "
+        f"{REMEMBERED_IDS}): one whose id is here is not applied again either, so a "
+        "manifest re-applied from Git with an older one repeats nothing.",
+    )
 
 
 def handled(request_id: str, last_id: str | None, earlier: Sequence[str]) -> bool:

@@ -18,7 +18,7 @@ from typing import Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel
-from onceflow.api.handled_requests import REMEMBERED_IDS, handled
+from onceflow.api.handled_requests import earlier_field, handled
 
 RESET_ID_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 RESETS_DIRECTORY = "resets"
@@ -131,13 +131,7 @@ class InputResetStatus(ApiModel):
         description="The checkpoint of the reset in force, under the job's own "
         f"({RESETS_DIRECTORY}/<n>-<id>: numbered, so an id used again gets a new one).",
     )
-    earlier: list[str] = Field(
-        default_factory=list,
-        max_length=REMEMBERED_IDS,
-        description="Ids of the resets handled before this one, newest last (at most "
-        f"{REMEMBERED_IDS}): a reset whose id is here is not applied again either, so a "
-        "manifest re-applied from Git with an older reset replays nothing.",
-    )
+    earlier: list[str] = earlier_field("resets")
 
     def handled(self, reset_id: str) -> bool:
         return handled(reset_id, self.id, self.earlier)

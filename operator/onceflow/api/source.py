@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from onceflow.api.base import ApiModel, LocalObjectReference, ObjectMeta
 from onceflow.api.connector import Retention
-from onceflow.api.handled_requests import REMEMBERED_IDS
+from onceflow.api.handled_requests import earlier_field
 from onceflow.api.kafka_topics import TopicName
 from onceflow.api.pipeline import ExactlyOnceMode, WorkloadState
 from onceflow.api.status import FencingStatus
@@ -245,13 +245,7 @@ class OffsetsChangeStatus(ApiModel):
         max_length=1000,
         description="While Applying: the offsets being written, as the connector checked them.",
     )
-    earlier: list[str] = Field(
-        default_factory=list,
-        max_length=REMEMBERED_IDS,
-        description="Ids of the changes handled before this one, newest last (at most "
-        f"{REMEMBERED_IDS}): a change whose id is here is not applied again either, so a "
-        "manifest re-applied from Git with an older change repeats nothing.",
-    )
+    earlier: list[str] = earlier_field("changes")
 
 
 LISTED_OFFSETS = 100
