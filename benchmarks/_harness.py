@@ -33,6 +33,10 @@ from onceflow.runtime.authority import FileGenerationAuthority
 from onceflow.runtime.task import TaskRunner
 from onceflow.standalone.state import store_record
 
+# The tests' support package, for the manifests a run of one source is given there too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.onceflow_run import pipeline_with_source
+
 OFFSET_FLUSH_MS = 100
 
 
@@ -180,20 +184,7 @@ def onceflow_run(bootstrap: str, name: str, source: dict[str, Any]) -> Iterator[
     """`onceflow run` of one KafkaSource ``name`` (``source``: its spec but the
     pipeline) in an exactly-once Pipeline of the same name, in a process of its own as
     a Connect worker is, until the block ends (SIGTERM, then its state is removed)."""
-    manifests = [
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "Pipeline",
-            "metadata": {"name": name},
-            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "KafkaSource",
-            "metadata": {"name": name},
-            "spec": {"pipeline": name, **source},
-        },
-    ]
+    manifests = pipeline_with_source(bootstrap, name, name, source)
     state = Path(tempfile.mkdtemp(prefix="onceflow-bench-"))
     (state / "source.yaml").write_text(yaml.safe_dump_all(manifests))
     run = subprocess.Popen(

@@ -26,7 +26,7 @@ from onceflow.logic.audit import AuditReport, audit_sequences
 from onceflow.model.tasks import DesiredTasks
 from tests.e2e.test_run_states import _offsets_cli, _with_change, _with_state
 from tests.support.kafka import authenticated_listener, create_topic, new_topic
-from tests.support.onceflow_run import start_run
+from tests.support.onceflow_run import pipeline_with_source, start_run
 from tests.support.tasks import TaskProcess, only_task, plan
 from tests.support.testbed import ROOT
 from tests.support.waiting import wait_for
@@ -251,27 +251,18 @@ def test_a_stopped_mirror_set_to_a_timestamp_copies_again_from_the_first_record_
     source = new_topic(kafka_bootstrap, "mirror-alter", partitions=1)
     _produce_at(kafka_bootstrap, source, [BASE_TIMESTAMP_MS + n * 1000 for n in range(40)])
     name = f"malter-{uuid.uuid4().hex[:6]}"
-    documents = [
+    documents = pipeline_with_source(
+        kafka_bootstrap,
+        name,
+        "counter",
         {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "Pipeline",
-            "metadata": {"name": name},
-            "spec": {"kafka": {"bootstrapServers": kafka_bootstrap}, "exactlyOnce": "enabled"},
-        },
-        {
-            "apiVersion": "onceflow.io/v1alpha1",
-            "kind": "KafkaSource",
-            "metadata": {"name": "counter"},
-            "spec": {
-                "pipeline": name,
-                "topic": f"{name}.copy",
-                "connector": {
-                    "type": "kafka",
-                    "config": {"topics": [source], "bootstrapServers": kafka_bootstrap},
-                },
+            "topic": f"{name}.copy",
+            "connector": {
+                "type": "kafka",
+                "config": {"topics": [source], "bootstrapServers": kafka_bootstrap},
             },
         },
-    ]
+    )
     manifest, state = tmp_path / "mirror.yaml", tmp_path / "state"
     manifest.write_text(yaml.safe_dump_all(documents))
     log = tmp_path / "run.log"

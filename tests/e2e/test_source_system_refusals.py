@@ -16,27 +16,16 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from tests.support.onceflow_run import run_until_refused
+from tests.support.onceflow_run import pipeline_with_source, run_until_refused
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 def _manifest(bootstrap: str, name: str, connector: dict[str, Any], **spec: Any) -> str:
     return yaml.safe_dump_all(
-        [
-            {
-                "apiVersion": "onceflow.io/v1alpha1",
-                "kind": "Pipeline",
-                "metadata": {"name": name},
-                "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
-            },
-            {
-                "apiVersion": "onceflow.io/v1alpha1",
-                "kind": "KafkaSource",
-                "metadata": {"name": "src"},
-                "spec": {"pipeline": name, "topic": f"{name}.out", "connector": connector, **spec},
-            },
-        ]
+        pipeline_with_source(
+            bootstrap, name, "src", {"topic": f"{name}.out", "connector": connector, **spec}
+        )
     )
 
 

@@ -16,7 +16,7 @@ import yaml
 from onceflow.eos.audit_reader import read_sequences
 from onceflow.logic.audit import audit_sequences
 from tests.support.kafka import offsets_written
-from tests.support.onceflow_run import run_until_refused, start_run
+from tests.support.onceflow_run import pipeline_with_source, run_until_refused, start_run
 from tests.support.testbed import spark_jars
 from tests.support.waiting import wait_for
 
@@ -26,28 +26,16 @@ LIMIT = 2000
 
 
 def _manifests(bootstrap: str, name: str, tasks_max: int, *extra: dict[str, Any]) -> str:
-    pipeline = {
-        "apiVersion": "onceflow.io/v1alpha1",
-        "kind": "Pipeline",
-        "metadata": {"name": name},
-        "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
-    }
     source = {
-        "apiVersion": "onceflow.io/v1alpha1",
-        "kind": "KafkaSource",
-        "metadata": {"name": "counter"},
-        "spec": {
-            "pipeline": name,
-            "topic": f"{name}.counts",
-            "tasksMax": tasks_max,
-            "exactlyOnceSupport": "required",
-            "connector": {
-                "type": "sequence",
-                "config": {"streams": 6, "limit": LIMIT, "batchSize": 20, "pollIntervalMs": 20},
-            },
+        "topic": f"{name}.counts",
+        "tasksMax": tasks_max,
+        "exactlyOnceSupport": "required",
+        "connector": {
+            "type": "sequence",
+            "config": {"streams": 6, "limit": LIMIT, "batchSize": 20, "pollIntervalMs": 20},
         },
     }
-    return yaml.safe_dump_all([pipeline, source, *extra])
+    return yaml.safe_dump_all([*pipeline_with_source(bootstrap, name, "counter", source), *extra])
 
 
 def _copier(name: str, partitions: int) -> dict[str, Any]:

@@ -6,10 +6,33 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.testbed import ROOT
+
+
+def pipeline_with_source(
+    bootstrap: str, pipeline: str, source: str, spec: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """An exactly-once Pipeline ``pipeline`` on ``bootstrap`` and one KafkaSource
+    ``source`` of it (``spec``: its spec but the pipeline): what a run of one source is
+    given, by the tests and the benchmarks alike."""
+    return [
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": pipeline},
+            "spec": {"kafka": {"bootstrapServers": bootstrap}, "exactlyOnce": "enabled"},
+        },
+        {
+            "apiVersion": "onceflow.io/v1alpha1",
+            "kind": "KafkaSource",
+            "metadata": {"name": source},
+            "spec": {"pipeline": pipeline, **spec},
+        },
+    ]
 
 
 def _command(manifest: Path, state: Path) -> list[str]:
