@@ -164,4 +164,6 @@ def test_a_reset_finishes_the_batch_the_stopped_query_left_half_written_and_is_n
     run_driver_until(
         settings, tmp_path, lambda: _copied(kafka_bootstrap, copied) == expected, 240, "new ones"
     )
-    assert "was reset to 1-p0 since" in driver_log(tmp_path)
+    # The whole log: a driver stopped mid-call can add kilobytes of stack traces after it.
+    said = (tmp_path / "driver.log").read_text()
+    assert "was reset to 1-p0 since" in said, driver_log(tmp_path)
