@@ -278,9 +278,10 @@ def test_a_new_request_asked_of_a_running_workload_is_refused_before_it_is_store
     kind: str, wire: str
 ) -> None:
     """The operator refuses it for good in status; admission says so to kubectl apply."""
-    refused = review(_requesting(kind, "running"), lookup, listing)
+    running = {**_requesting(kind, "running", "c1"), "status": {wire: {"id": "c1"}}}
+    refused = review(_requesting(kind, "running"), lookup, listing, old=running)
     assert f"spec.{wire}:" in refused.message and "set spec.state: stopped" in refused.message
-    assert review(_requesting(kind, "stopped"), lookup, listing).allowed
+    assert review(_requesting(kind, "stopped"), lookup, listing, old=running).allowed
     stored = _requesting(kind, "stopped")
     assert review(_requesting(kind, "running"), lookup, listing, old=stored).allowed, (
         "resuming with the handled request still in the spec"
@@ -291,6 +292,19 @@ def test_a_new_request_asked_of_a_running_workload_is_refused_before_it_is_store
     }
     assert review(_requesting(kind, "running"), lookup, listing, old=remembered).allowed, (
         "an earlier request brought back from Git changes nothing"
+    )
+
+
+@pytest.mark.parametrize("kind", ["KafkaSource", "SparkJob"])
+def test_a_workload_created_with_a_request_is_warned_about_not_refused(kind: str) -> None:
+    """A manifest that still carries a handled request (applied again in a new cluster,
+    or after kubectl delete) must still apply; its status will say Refused."""
+    created = review(_requesting(kind, "running"), lookup, listing)
+    assert created.allowed and "recorded Refused and never applied" in created.warnings[0]
+    unknown = {**_requesting(kind, "running"), "spec": {**_requesting(kind, "running")["spec"]}}
+    unknown["spec"]["pipeline"] = "not-yet"
+    assert review(unknown, lookup, listing, old=_requesting(kind, "running", "c1")).allowed, (
+        "its Pipeline not stored yet (applied later in the same apply): the state is unknown"
     )
 
 
@@ -305,4 +319,8 @@ def test_a_request_is_let_through_while_the_pipeline_stops_the_workload() -> Non
     def stopped_lookup(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return stopped.get(name) if plural == "pipelines" else None
 
-    assert review(_requesting("KafkaSource", "running"), stopped_lookup, listing).allowed
+    before = _requesting("KafkaSource", "running", "c1")
+    assert review(
+        _requesting("KafkaSource", "running"), stopped_lookup, listing, old=before
+    ).allowed
+    assert not review(_requesting("KafkaSource", "running"), lookup, listing, old=before).allowed

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from onceflow.control.hanging_watch import CLEANUP_MARGIN_S, Followed, HangingWatch
+from onceflow.control.hanging_watch import (
+    CLEANUP_MARGIN_S,
+    Followed,
+    HangingWatch,
+    forgotten_after_s,
+)
 from onceflow.logic.hanging_transactions import PartitionEnds
+from onceflow.logic.requeue import RequeuePolicy
 
 KEY = ("team", "orders")
 
@@ -90,3 +96,13 @@ def test_the_broker_is_not_asked_when_the_pipeline_writes_all_it_watches() -> No
     watch.follow(*KEY, own)
     watch._look_at(KEY, own)
     assert watch._bounds[KEY] == {"orders.counts": 60.0 + CLEANUP_MARGIN_S} and asked == []
+
+
+def test_a_settled_pipeline_stays_watched_longer_than_its_longest_resync() -> None:
+    """The resync budget stretches a settled Pipeline's resync up to 660 s: forgotten at
+    a fixed 600 s, every settled Pipeline past 3,000 objects would lose its stall timing
+    each cycle, and a hang bounded at 930 s would never be reported."""
+    policy = RequeuePolicy()
+    assert forgotten_after_s(policy) > policy.longest_resync_s
+    assert forgotten_after_s(policy) == 990.0
+    assert forgotten_after_s(RequeuePolicy(resync_s=60.0, max_resync_s=120.0)) == 600.0

@@ -26,6 +26,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
             "ONCEFLOW_POLL_S": "0.5",
             "ONCEFLOW_MAX_POLL_S": "10",
             "ONCEFLOW_RESYNCS_PER_S": "2",
+            "ONCEFLOW_MAX_RESYNC_S": "300",
             "ONCEFLOW_RECONCILE_WORKERS": "4",
             "ONCEFLOW_PEERING_LIFETIME_S": "20",
             "ONCEFLOW_FENCE_TIMEOUT_S": "12.5",
@@ -39,7 +40,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
     assert config.namespaces == ("a", "b")
     assert config.kubeconfig == "/k"
     assert config.requeue == RequeuePolicy(
-        resync_s=60, first_poll_s=0.5, max_poll_s=10, resyncs_per_s=2
+        resync_s=60, first_poll_s=0.5, max_poll_s=10, resyncs_per_s=2, max_resync_s=300
     )
     assert (config.reconcile_workers, config.peering_lifetime_s) == (4, 20)
     assert config.fence_timeout_s == 12.5

@@ -39,6 +39,16 @@ def test_more_objects_than_the_resync_budget_covers_are_resynced_less_often() ->
     assert POLICY.delay(Outcome.PROGRESSING, 1, objects=2000) == 1.0, "only resyncs stretch"
 
 
+def test_the_budget_never_stretches_a_resync_past_its_longest() -> None:
+    """Past 3,000 objects the period stays at 600 s: what only a resync looks at (a
+    slot's retained WAL) is never older than that."""
+    assert POLICY.delay(Outcome.SETTLED, 0, objects=10_000) == 600.0
+    assert POLICY.longest_resync_s == pytest.approx(660.0)
+    unbounded = RequeuePolicy(resync_s=120.0, resyncs_per_s=0)
+    assert unbounded.longest_resync_s == pytest.approx(132.0)
+    assert RequeuePolicy(resync_s=900.0).delay(Outcome.SETTLED, 0, objects=10_000) == 900.0
+
+
 def test_an_unsettled_object_is_never_looked_at_less_often_than_a_settled_one() -> None:
     policy = RequeuePolicy(resync_s=10.0, first_poll_s=1.0, max_poll_s=30.0)
     assert policy.delay(Outcome.PROGRESSING, 9) == 10.0

@@ -56,9 +56,11 @@ def review(
         resource = parse_resource(document)
     except InvalidResourceError as error:
         return Verdict([str(p) for p in error.problems])
-    if refused := _request_problems(resource, old, lookup):
-        return Verdict(refused)
-    verdict = _review_alone(resource, lookup, listing, policy)
+    requested = _request_verdict(resource, old, lookup)
+    if not requested.allowed:
+        return requested
+    alone = _review_alone(resource, lookup, listing, policy)
+    verdict = Verdict(alone.problems, [*requested.warnings, *alone.warnings])
     if not verdict.allowed:
         return verdict
     graph = admission_problems(resource, listing, operator_loader(policy.connector_modules))
@@ -81,40 +83,49 @@ def _review_alone(
     return review_pipeline_change(resource, listing("sparkjobs", namespace))
 
 
-def _request_problems(
-    resource: Resource, old: Mapping[str, Any] | None, lookup: Lookup
-) -> list[str]:
-    """A new offsets change or input reset asked of a workload that is not being
+def _request_verdict(resource: Resource, old: Mapping[str, Any] | None, lookup: Lookup) -> Verdict:
+    """A new offsets change or input reset asked of a stored workload that is not being
     stopped: the operator would refuse it for good (it is never kept for some later,
     unrelated stop), so it is refused before it is stored and ``kubectl apply`` or an
     Argo CD sync says so at once. A request already handled (the same id as stored, or
     one the status remembers: a manifest brought back from Git) changes nothing and
-    passes."""
+    passes. A workload created with one (re-created from a manifest that still carries
+    a handled request, in a new cluster) is only warned about: what its status will say
+    is harmless there, and refusing it would keep the manifest from being applied at
+    all. Without its Pipeline the state is not known, and the request passes too."""
     request: OffsetsChange | InputReset | None = None
     if isinstance(resource, KafkaSource):
         request, wire = resource.spec.offsets_change, "offsetsChange"
     elif isinstance(resource, SparkJob):
         request, wire = resource.spec.input_reset, "inputReset"
     if request is None or isinstance(resource, Pipeline):
-        return []
+        return Verdict()
     stored = old or {}
     asked_before = (stored.get("spec") or {}).get(wire) or {}
     recorded = (stored.get("status") or {}).get(wire) or {}
     if asked_before.get("id") == request.id or handled(
         request.id, recorded.get("id"), recorded.get("earlier") or ()
     ):
-        return []
+        return Verdict()
     pipeline = _pipeline(lookup, resource.metadata.namespace, resource.spec.pipeline)
-    states = (resource.spec.state, *([pipeline.spec.state] if pipeline else []))
-    state = effective_state(*states)
+    if pipeline is None:
+        return Verdict()
+    state = effective_state(resource.spec.state, pipeline.spec.state)
     if state is WorkloadState.STOPPED:
-        return []
+        return Verdict()
     what = "an offsets change" if wire == "offsetsChange" else "an input reset"
-    return [
+    said = (
         f"spec.{wire}: {what} ({request.id!r}) applies only to a stopped {resource.kind}, "
-        f"and this one would be in state {state}: set spec.state: stopped in the same "
-        "apply (it is applied once the stop is fenced), then running again after it"
-    ]
+        f"and this one would be in state {state}"
+    )
+    if old is None:
+        return Verdict(warnings=[f"{said}: it is recorded Refused and never applied"])
+    return Verdict(
+        [
+            f"{said}: set spec.state: stopped in the same apply (it is applied once the "
+            "stop is fenced), then running again after it"
+        ]
+    )
 
 
 def _where(namespace: str) -> str:

@@ -7,7 +7,7 @@ from importlib.metadata import version
 
 from onceflow.connectors.registry import operator_loader
 from onceflow.control.graph import GraphReads, Listing
-from onceflow.control.hanging_watch import HangingWatch
+from onceflow.control.hanging_watch import HangingWatch, forgotten_after_s
 from onceflow.control.kube import KubeClient, Obj, load_config
 from onceflow.control.operator_config import OperatorConfig
 from onceflow.control.pipeline import PipelineReconciler
@@ -61,7 +61,9 @@ def build_controllers(config: OperatorConfig) -> Controllers:
         kube,
         config.policy,
         progress_deadline_s=config.progress_deadline_s,
-        hanging=HangingWatch(config.hanging_look_s),
+        hanging=HangingWatch(
+            config.hanging_look_s, forget_after_s=forgotten_after_s(config.requeue)
+        ),
         hanging_after_s=config.hanging_after_s,
     )
     # Bounded below the webhook's 10 s: a hung LIST would otherwise hold every review

@@ -30,6 +30,7 @@ from onceflow.logic.hanging_transactions import (
     hanging,
     track,
 )
+from onceflow.logic.requeue import RequeuePolicy
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +58,24 @@ class Followed:
     """One bound for every topic (the operator's ONCEFLOW_HANGING_AFTER_S)."""
 
 
+FORGET_AFTER_S = 600.0
+
+
+def forgotten_after_s(requeue: RequeuePolicy) -> float:
+    """How long a Pipeline no pass followed stays watched: longer than the longest a
+    settled Pipeline waits for its resync (with the resync budget stretching it, a fixed
+    600 s would drop every settled Pipeline past 3,000 objects and start its stall
+    timing over each time, so a hang whose bound is 930 s was never reported)."""
+    return max(FORGET_AFTER_S, 1.5 * requeue.longest_resync_s)
+
+
 @dataclass
 class HangingWatch:
     interval_s: float = 15.0
     look: Looker = partition_ends
     broker_limit_s: BrokerLimit = transaction_max_timeout_s
     changed: Callable[[str, str], None] = lambda namespace, name: None
-    forget_after_s: float = 600.0
+    forget_after_s: float = FORGET_AFTER_S
     _followed: dict[tuple[str, str], Followed] = field(default_factory=dict)
     _touched: dict[tuple[str, str], float] = field(default_factory=dict)
     _bounds: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)

@@ -9,6 +9,7 @@ that is not stopped), so nobody waits for a refusal they could have been told.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from onceflow.api.source import (
 )
 
 GROUP, VERSION, PLURAL = "onceflow.io", "v1alpha1", "kafkasources"
+HTTP_UNPROCESSABLE = 422
 
 
 class OffsetsRequestError(Exception):
@@ -75,9 +77,17 @@ def request_change(
             f"change {change.id!r} was handled already ({when}); "
             "each id is applied once: give this change a new id"
         )
-    client.CustomObjectsApi(api).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, {"spec": {"offsetsChange": change.to_wire()}}
-    )
+    try:
+        client.CustomObjectsApi(api).patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, {"spec": {"offsetsChange": change.to_wire()}}
+        )
+    except client.ApiException as error:
+        if error.status != HTTP_UNPROCESSABLE:
+            raise
+        # The admission webhook's refusal (the spec was set running since the status said
+        # stopped, say): its message names the field and the fix.
+        said = json.loads(error.body or "{}").get("message") or error.reason
+        raise OffsetsRequestError(f"KafkaSource {namespace}/{name}: {said}") from None
     deadline = time.monotonic() + wait_s
     while True:
         outcome = _status(api, namespace, name).offsets_change

@@ -76,6 +76,7 @@ class OperatorConfig:
                 resyncs_per_s=read.number(
                     "ONCEFLOW_RESYNCS_PER_S", requeue.resyncs_per_s, "a number of passes a second"
                 ),
+                max_resync_s=read.number("ONCEFLOW_MAX_RESYNC_S", requeue.max_resync_s),
             ),
             reconcile_workers=read.count("ONCEFLOW_RECONCILE_WORKERS", defaults.reconcile_workers),
             peering_lifetime_s=read.count(

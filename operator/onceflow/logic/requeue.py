@@ -37,12 +37,24 @@ class RequeuePolicy:
     (0: no bound). Below ``resync_s * resyncs_per_s`` objects each is resynced every
     ``resync_s``; above, less often: 2,000 sources made 17 settled passes a second at a
     120 s resync, a tenth of a core spent re-reading what watches already showed."""
+    max_resync_s: float = 600.0
+    """The budget never stretches a resync beyond this: what only a resync looks at (a
+    slot's retained WAL, a Pipeline's place in the hanging-transaction watch) is never
+    older than that, and past ``max_resync_s * resyncs_per_s`` objects (3,000) the idle
+    cost grows again, at a fifth of its old slope."""
 
     def resync_period_s(self, objects: int) -> float:
         """Every object's resync period when ``objects`` are watched."""
         if self.resyncs_per_s <= 0:
             return self.resync_s
-        return max(self.resync_s, objects / self.resyncs_per_s)
+        stretched = min(objects / self.resyncs_per_s, self.max_resync_s)
+        return max(self.resync_s, stretched)
+
+    @property
+    def longest_resync_s(self) -> float:
+        """The longest a settled object waits for its resync, whatever the count (the
+        ±10 % spread included)."""
+        return 1.1 * max(self.resync_s, self.max_resync_s if self.resyncs_per_s > 0 else 0.0)
 
     def delay(
         self,
