@@ -171,7 +171,7 @@ def test_a_request_is_judged_against_the_stored_object(webhook: Cluster) -> None
         assert result.returncode != 0 and "spec.offsetsChange: an offsets change ('c2')" in (
             result.stderr
         ), result.stderr
-        created = _apply(webhook, _source(offsetsChange={"id": "c9", "reset": True}))
+        created = _apply(webhook, _source(topic="t-c9", offsetsChange={"id": "c9", "reset": True}))
         assert created.returncode == 0, created.stderr
         assert "an offsets change ('c9') applies only to a stopped KafkaSource" in (
             created.stderr
