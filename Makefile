@@ -140,7 +140,10 @@ crds: install
 	$(BIN)/onceflow crds crds --reference docs/reference/fields.md
 	rm -rf helm/onceflow/files/crds && $(BIN)/onceflow crds helm/onceflow/files/crds
 
+# The quickstart's Spark job writes through the JVM writer (the default), so the demo
+# builds it too: on a fresh machine nothing else has.
 demo: install spark-jars
+	@bash scripts/jvm-writer.sh >/dev/null
 	@bash scripts/demo.sh
 
 clean:
