@@ -62,7 +62,7 @@ wait_for "the Spark job's first committed batch in $COPIED" 180 copied_some
 DRIVER="$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["driver"])' "$STATE/default.copier.pids.json")"
 banner "6. SIGKILL the Spark driver (pid $DRIVER) between batches or inside one"
 kill -9 "$DRIVER"
-wait_for "the driver to restart from its checkpoint" 30 grep -q "copier: driver exited -9; restarting" "$LOG"
+wait_for "the driver to restart from its checkpoint" 30 grep -q "copier: driver exited -9 (killed by SIGKILL); restarting" "$LOG"
 wait_for "all $EXPECT records of every stream copied" 300 audit_clean "$COPIED"
 kill -INT "$RUN_PID"; wait "$RUN_PID" || true
 
